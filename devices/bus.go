@@ -1,0 +1,58 @@
+package devices
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Device is an MMIO device. Offsets are relative to the device's base.
+// Read fills data (1, 2, 4 or 8 bytes); both are called from vCPU threads
+// concurrently, so devices lock for themselves.
+type Device interface {
+	Name() string
+	Read(off uint64, data []byte)
+	Write(off uint64, data []byte)
+}
+
+// Bus routes guest-physical addresses to devices.
+type Bus struct {
+	ranges []busRange // sorted by base, non-overlapping
+}
+
+type busRange struct {
+	base, size uint64
+	dev        Device
+}
+
+// Add places dev at [base, base+size).
+func (b *Bus) Add(base, size uint64, dev Device) error {
+	if size == 0 || base+size < base {
+		return fmt.Errorf("device %s: bad range %#x+%#x", dev.Name(), base, size)
+	}
+	for _, r := range b.ranges {
+		if base < r.base+r.size && r.base < base+size {
+			return fmt.Errorf("device %s at %#x+%#x overlaps %s at %#x+%#x", dev.Name(), base, size, r.dev.Name(), r.base, r.size)
+		}
+	}
+	b.ranges = append(b.ranges, busRange{base, size, dev})
+	sort.Slice(b.ranges, func(i, j int) bool { return b.ranges[i].base < b.ranges[j].base })
+	return nil
+}
+
+// Find returns the device at addr and the offset into it, or nil.
+func (b *Bus) Find(addr uint64) (Device, uint64) {
+	i := sort.Search(len(b.ranges), func(i int) bool { return b.ranges[i].base+b.ranges[i].size > addr })
+	if i < len(b.ranges) && addr >= b.ranges[i].base {
+		return b.ranges[i].dev, addr - b.ranges[i].base
+	}
+	return nil, 0
+}
+
+// Devices lists the devices in address order.
+func (b *Bus) Devices() []Device {
+	out := make([]Device, len(b.ranges))
+	for i, r := range b.ranges {
+		out[i] = r.dev
+	}
+	return out
+}

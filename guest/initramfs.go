@@ -1,0 +1,173 @@
+package guest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Initramfs builds a Linux initramfs: a cpio archive in the "newc" format
+// (Documentation/driver-api/early-userspace/buffer-format.rst), optionally
+// gzip-compressed. Parent directories are created implicitly.
+type Initramfs struct {
+	entries map[string]entry
+}
+
+type entry struct {
+	mode uint32 // full st_mode: type and permission bits
+	data []byte // file contents or symlink target
+}
+
+// File modes for newc headers (include/uapi/linux/stat.h).
+const (
+	modeDir     = 0o040000
+	modeFile    = 0o100000
+	modeSymlink = 0o120000
+	modeChar    = 0o020000
+)
+
+// NewInitramfs returns an empty archive.
+func NewInitramfs() *Initramfs {
+	return &Initramfs{entries: map[string]entry{}}
+}
+
+func clean(name string) (string, error) {
+	n := strings.TrimPrefix(path.Clean("/"+name), "/")
+	if n == "" || n == "." {
+		return "", fmt.Errorf("initramfs: bad path %q", name)
+	}
+	return n, nil
+}
+
+func (a *Initramfs) addParents(n string) {
+	for d := path.Dir(n); d != "." && d != "/"; d = path.Dir(d) {
+		if _, ok := a.entries[d]; !ok {
+			a.entries[d] = entry{mode: modeDir | 0o755}
+		}
+	}
+}
+
+// AddFile adds a regular file with permission bits perm.
+func (a *Initramfs) AddFile(name string, data []byte, perm uint32) error {
+	n, err := clean(name)
+	if err != nil {
+		return err
+	}
+	a.addParents(n)
+	a.entries[n] = entry{mode: modeFile | perm&0o7777, data: data}
+	return nil
+}
+
+// AddHostFile adds the contents of a host file, keeping its permission bits.
+func (a *Initramfs) AddHostFile(name, hostPath string) error {
+	st, err := os.Stat(hostPath)
+	if err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	data, err := os.ReadFile(hostPath)
+	if err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	return a.AddFile(name, data, uint32(st.Mode().Perm()))
+}
+
+// AddDir adds a directory.
+func (a *Initramfs) AddDir(name string) error {
+	n, err := clean(name)
+	if err != nil {
+		return err
+	}
+	a.addParents(n)
+	a.entries[n] = entry{mode: modeDir | 0o755}
+	return nil
+}
+
+// AddSymlink adds a symbolic link to target.
+func (a *Initramfs) AddSymlink(name, target string) error {
+	n, err := clean(name)
+	if err != nil {
+		return err
+	}
+	a.addParents(n)
+	a.entries[n] = entry{mode: modeSymlink | 0o777, data: []byte(target)}
+	return nil
+}
+
+// WriteTo writes the uncompressed newc archive.
+func (a *Initramfs) WriteTo(w io.Writer) (int64, error) {
+	names := make([]string, 0, len(a.entries))
+	for n := range a.entries {
+		names = append(names, n)
+	}
+	// Sorted order puts every directory before its contents.
+	sort.Strings(names)
+	cw := &countWriter{w: w}
+	ino := uint32(1)
+	for _, n := range names {
+		e := a.entries[n]
+		writeEntry(cw, ino, n, e.mode, e.data, 0)
+		ino++
+	}
+	// Device nodes the kernel's console needs before devtmpfs is mounted.
+	writeEntry(cw, ino, "dev/console", modeChar|0o600, nil, 5<<8|1)
+	writeEntry(cw, 0, "TRAILER!!!", 0, nil, 0)
+	return cw.n, cw.err
+}
+
+// Gzip returns the archive compressed with gzip, as the kernel's
+// CONFIG_RD_GZIP unpacks it.
+func (a *Initramfs) Gzip() ([]byte, error) {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if _, err := a.WriteTo(zw); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+type countWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
+}
+
+// writeEntry writes one newc header, name and data, each padded to 4 bytes.
+// rdev packs major<<8|minor.
+func writeEntry(w io.Writer, ino uint32, name string, mode uint32, data []byte, rdev uint32) {
+	nlink := 1
+	if mode&0o170000 == modeDir {
+		nlink = 2
+	}
+	hdr := fmt.Sprintf("070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rdev>>8, rdev&0xff, len(name)+1, 0)
+	io.WriteString(w, hdr)
+	io.WriteString(w, name)
+	w.Write([]byte{0})
+	pad(w, len(hdr)+len(name)+1)
+	w.Write(data)
+	pad(w, len(data))
+}
+
+func pad(w io.Writer, n int) {
+	if r := n % 4; r != 0 {
+		w.Write(make([]byte, 4-r))
+	}
+}

@@ -1,0 +1,131 @@
+//go:build linux
+
+package kvm
+
+import (
+	"os"
+	"unsafe"
+)
+
+// VCPUInit mirrors struct kvm_vcpu_init (arch/arm64/include/uapi/asm/kvm.h).
+type VCPUInit struct {
+	Target   uint32
+	Features [7]uint32
+}
+
+// Feature bits of VCPUInit.Features[0].
+const (
+	FeaturePowerOff = 0 // KVM_ARM_VCPU_POWER_OFF: start in the powered-off state
+	FeaturePSCI02   = 2 // KVM_ARM_VCPU_PSCI_0_2: in-kernel PSCI v0.2+
+	FeaturePMUv3    = 3
+)
+
+// PreferredTarget fills a VCPUInit with the host's preferred target
+// (KVM_ARM_PREFERRED_TARGET on the VM fd).
+func PreferredTarget(vm *os.File) (VCPUInit, error) {
+	var vi VCPUInit
+	_, err := ioctl(vm.Fd(), reqARMPreferredTgt, uintptr(unsafe.Pointer(&vi)))
+	return vi, err
+}
+
+// InitVCPU issues KVM_ARM_VCPU_INIT, which also resets a vCPU that has run
+// before to its architectural reset state.
+func InitVCPU(vcpu *os.File, vi *VCPUInit) error {
+	_, err := ioctl(vcpu.Fd(), reqARMVCPUInit, uintptr(unsafe.Pointer(vi)))
+	return err
+}
+
+// oneReg mirrors struct kvm_one_reg.
+type oneReg struct {
+	ID   uint64
+	Addr uint64
+}
+
+// GetOneReg reads the 64-bit register id of a vCPU.
+func GetOneReg(vcpu *os.File, id uint64) (uint64, error) {
+	var v uint64
+	r := oneReg{ID: id, Addr: uint64(uintptr(unsafe.Pointer(&v)))}
+	_, err := ioctl(vcpu.Fd(), reqGetOneReg, uintptr(unsafe.Pointer(&r)))
+	return v, err
+}
+
+// SetOneReg writes the 64-bit register id of a vCPU.
+func SetOneReg(vcpu *os.File, id uint64, v uint64) error {
+	r := oneReg{ID: id, Addr: uint64(uintptr(unsafe.Pointer(&v)))}
+	_, err := ioctl(vcpu.Fd(), reqSetOneReg, uintptr(unsafe.Pointer(&r)))
+	return err
+}
+
+// arm64 ONE_REG ids. Core registers are KVM_REG_ARM64 | KVM_REG_SIZE_U64 |
+// KVM_REG_ARM_CORE | offsetof(struct kvm_regs, field)/4; struct kvm_regs
+// starts with struct user_pt_regs {u64 regs[31]; u64 sp; u64 pc; u64 pstate}
+// followed by sp_el1.
+const (
+	regCoreBase = 0x6030_0000_0010_0000
+	RegPC       = regCoreBase + 0x40
+	RegPSTATE   = regCoreBase + 0x42
+	RegSP       = regCoreBase + 0x3e
+	RegSPEL1    = regCoreBase + 0x44
+
+	// System registers: KVM_REG_ARM64 | KVM_REG_SIZE_U64 |
+	// KVM_REG_ARM64_SYSREG | op0<<14 | op1<<11 | CRn<<7 | CRm<<3 | op2.
+	regSysBase   = 0x6030_0000_0013_0000
+	RegMPIDREL1  = regSysBase | 3<<14 | 0<<11 | 0<<7 | 0<<3 | 5 // S3_0_C0_C0_5
+	RegESREL1    = regSysBase | 3<<14 | 0<<11 | 5<<7 | 2<<3 | 0 // S3_0_C5_C2_0
+	RegFAREL1    = regSysBase | 3<<14 | 0<<11 | 6<<7 | 0<<3 | 0 // S3_0_C6_C0_0
+	RegELREL1    = regSysBase | 3<<14 | 0<<11 | 4<<7 | 0<<3 | 1 // S3_0_C4_C0_1
+	RegVBAREL1   = regSysBase | 3<<14 | 0<<11 | 12<<7 | 0<<3 | 0
+	RegSCTLREL1  = regSysBase | 3<<14 | 0<<11 | 1<<7 | 0<<3 | 0
+	RegCNTVCTEL0 = regSysBase | 3<<14 | 3<<11 | 14<<7 | 0<<3 | 2
+)
+
+// RegX returns the ONE_REG id of general-purpose register Xn (0..30).
+func RegX(n int) uint64 { return regCoreBase + 2*uint64(n) }
+
+// PSTATE for entering a guest kernel: EL1h with D, A, I and F masked
+// (Documentation/arch/arm64/booting.rst).
+const PSTATEBoot = 0x3c5
+
+// vGIC device attribute groups and attributes
+// (Documentation/virt/kvm/devices/arm-vgic-v3.rst).
+const (
+	VGICGroupAddr  = 0
+	VGICGroupNrIRQ = 3
+	VGICGroupCtrl  = 4
+
+	VGICv3AddrDist   = 2 // KVM_VGIC_V3_ADDR_TYPE_DIST
+	VGICv3AddrRedist = 3 // KVM_VGIC_V3_ADDR_TYPE_REDIST
+	VGICCtrlInit     = 0 // KVM_DEV_ARM_VGIC_CTRL_INIT
+)
+
+// SMCCC filter (Documentation/virt/kvm/devices/vm.rst, KVM_ARM_VM_SMCCC_CTRL;
+// Linux 6.4+).
+const (
+	VMGroupSMCCCCtrl   = 0
+	VMAttrSMCCCFilter  = 0
+	SMCCCActionHandle  = 0
+	SMCCCActionDeny    = 1
+	SMCCCActionForward = 2 // KVM_SMCCC_FILTER_FWD_TO_USER
+)
+
+// SMCCCFilter mirrors struct kvm_smccc_filter.
+type SMCCCFilter struct {
+	Base        uint32
+	NrFunctions uint32
+	Action      uint8
+	_           [15]uint8
+}
+
+// HasSMCCCFilter reports whether the VM accepts an SMCCC filter.
+func HasSMCCCFilter(vm *os.File) bool {
+	return HasDeviceAttr(vm, VMGroupSMCCCCtrl, VMAttrSMCCCFilter)
+}
+
+// SetSMCCCFilter installs one filter range on the VM; it must happen before
+// any vCPU has run (EBUSY after).
+func SetSMCCCFilter(vm *os.File, f SMCCCFilter) error {
+	return SetDeviceAttr(vm, VMGroupSMCCCCtrl, VMAttrSMCCCFilter, unsafe.Pointer(&f))
+}
+
+// Hypercall exit flags (arm64 uapi).
+const HypercallExitSMC = 1 << 0

@@ -1,0 +1,201 @@
+// Command lab runs commands on real arm64 KVM from an x86_64 (or any) host:
+// it packs the given files with busybox into an initramfs, boots Debian's
+// arm64 kernel under qemu-system-aarch64 with EL2 emulated (so the emulated
+// Linux has a working /dev/kvm), runs a script there, streams the console
+// and exits with the script's status. DESIGN.md section 4 explains why.
+//
+//	go run ./lab -kernel .cache/lab/vmlinuz -busybox .cache/lab/busybox \
+//	    -add out/arm64/mvm=/lab/mvm -run '/lab/mvm caps'
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mvm-dev/mvm/guest"
+)
+
+// statusPrefix starts the line /init prints with the script's exit status.
+const statusPrefix = "MVM-LAB-EXIT: "
+
+type addList []string
+
+func (a *addList) String() string     { return strings.Join(*a, ",") }
+func (a *addList) Set(s string) error { *a = append(*a, s); return nil }
+
+func main() {
+	var (
+		kernel  = flag.String("kernel", ".cache/lab/vmlinuz", "arm64 Linux Image for the lab machine (with KVM)")
+		busybox = flag.String("busybox", ".cache/lab/busybox", "static arm64 busybox")
+		run     = flag.String("run", "", "shell commands to run in the lab (required)")
+		timeout = flag.Duration("timeout", 15*time.Minute, "give up after this long")
+		cpus    = flag.Int("smp", 2, "emulated CPUs of the lab machine")
+		mem     = flag.String("m", "3072", "memory of the lab machine (QEMU -m)")
+		qemu    = flag.String("qemu", "qemu-system-aarch64", "QEMU binary")
+		keep    = flag.String("initrd-out", "", "also write the lab initramfs here")
+		files   addList
+	)
+	flag.Var(&files, "add", "HOST=GUEST: put a host file into the lab's filesystem (repeatable)")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: lab [flags] -run 'commands'\n\n%s\n\nflags:\n", strings.Split(usageText, "\n\n")[0])
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if *run == "" {
+		fmt.Fprintln(os.Stderr, "lab: nothing to run: pass -run 'commands'")
+		os.Exit(2)
+	}
+	code, err := lab(*kernel, *busybox, *run, files, *timeout, *cpus, *mem, *qemu, *keep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lab:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+const usageText = `Runs commands on real arm64 KVM inside an emulated arm64 machine (QEMU with EL2).`
+
+// initScript is the lab machine's /init: mount what mvm and its tests need,
+// run the script, print its status for the host and power off.
+const initScript = `#!/bin/busybox sh
+/bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin /proc /sys /dev /tmp
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mkdir -p /dev/pts /tmp /sys/kernel/tracing
+mount -t tmpfs tmp /tmp
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+export PATH=/lab:/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp TMPDIR=/tmp
+cd /lab
+echo "lab: $(uname -r), $(nproc) CPUs, kvm: $(ls /dev/kvm 2>&1)"
+sh /lab/script
+rc=$?
+echo "` + statusPrefix + `$rc"
+sync
+poweroff -f
+`
+
+func lab(kernel, busybox, script string, files []string, timeout time.Duration, cpus int, mem, qemu, keep string) (int, error) {
+	for _, f := range []string{kernel, busybox} {
+		if _, err := os.Stat(f); err != nil {
+			return 1, fmt.Errorf("%v (run 'make lab-fetch' to download the lab kernel and busybox)", err)
+		}
+	}
+	qpath, err := exec.LookPath(qemu)
+	if err != nil {
+		return 1, fmt.Errorf("%s not found: install Debian's qemu-system-arm package (make lab-deps does)", qemu)
+	}
+
+	ird := guest.NewInitramfs()
+	if err := ird.AddHostFile("bin/busybox", busybox); err != nil {
+		return 1, err
+	}
+	ird.AddFile("init", []byte(initScript), 0o755)
+	ird.AddFile("lab/script", []byte(script+"\n"), 0o755)
+	for _, f := range files {
+		host, dst, ok := strings.Cut(f, "=")
+		if !ok {
+			return 1, fmt.Errorf("-add %q: want HOST=GUEST", f)
+		}
+		if err := ird.AddHostFile(dst, host); err != nil {
+			return 1, err
+		}
+	}
+	blob, err := ird.Gzip()
+	if err != nil {
+		return 1, fmt.Errorf("build lab initramfs: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "mvm-lab-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
+	initrd := filepath.Join(dir, "initrd.gz")
+	if err := os.WriteFile(initrd, blob, 0o644); err != nil {
+		return 1, err
+	}
+	if keep != "" {
+		if err := os.WriteFile(keep, blob, 0o644); err != nil {
+			return 1, err
+		}
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, timeout)
+	defer cancelT()
+
+	// -cpu max,pauth-impdef=on: EL2 and the newest features at ~3.5x the
+	// speed of plain max (QARMA pointer-auth emulation is slow). -nic none
+	// avoids QEMU's need for an EFI ROM we do not install.
+	args := []string{
+		"-machine", "virt,virtualization=on,gic-version=3",
+		"-cpu", "max,pauth-impdef=on",
+		"-smp", fmt.Sprint(cpus), "-m", mem,
+		"-accel", "tcg,thread=multi",
+		"-nic", "none", "-nographic", "-no-reboot",
+		"-kernel", kernel, "-initrd", initrd,
+		"-append", "console=ttyAMA0 panic=-1 quiet loglevel=4",
+	}
+	cmd := exec.CommandContext(ctx, qpath, args...)
+	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 1, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 1, fmt.Errorf("start %s: %w", qemu, err)
+	}
+
+	status := -1
+	var tail []string
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		fmt.Println(line)
+		if len(tail) == 40 {
+			tail = tail[1:]
+		}
+		tail = append(tail, line)
+		if i := strings.Index(line, statusPrefix); i >= 0 {
+			fmt.Sscanf(line[i+len(statusPrefix):], "%d", &status)
+		}
+	}
+	werr := cmd.Wait()
+	elapsed := time.Since(start).Round(time.Second)
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return 1, fmt.Errorf("timed out after %v; the last console lines were:\n  %s", timeout, strings.Join(tail, "\n  "))
+	case ctx.Err() != nil:
+		return 130, errors.New("interrupted")
+	case status < 0:
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" && werr != nil {
+			msg = werr.Error()
+		}
+		if msg == "" {
+			msg = "the lab machine stopped without reporting a status"
+		}
+		return 1, fmt.Errorf("%s failed after %v: %s; the last console lines were:\n  %s", qemu, elapsed, msg, strings.Join(tail, "\n  "))
+	}
+	fmt.Fprintf(os.Stderr, "lab: finished in %v with status %d\n", elapsed, status)
+	return status, nil
+}
+

@@ -1,0 +1,289 @@
+//go:build linux
+
+// Package vcpu runs one virtual CPU: a goroutine locked to its OS thread that
+// owns every ioctl on the vCPU fd, the KVM_RUN loop, register access, and the
+// kick that forces the vCPU out of the guest. A vCPU that is powered off
+// waits here in userspace (not inside KVM_RUN) until the VMM powers it on.
+package vcpu
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	hkvm "github.com/c35s/hype/kvm"
+	"golang.org/x/sys/unix"
+
+	"github.com/mvm-dev/mvm/internal/kvm"
+)
+
+// Next tells the run loop what to do after an exit was handled.
+type Next int
+
+const (
+	// Continue re-enters the guest.
+	Continue Next = iota
+	// PowerOff parks the vCPU in userspace until the next PowerOn.
+	PowerOff
+	// Halt ends this vCPU's loop (the VM is stopping).
+	Halt
+)
+
+// Handler is the VMM side of a vCPU's exits. Every method is called on the
+// vCPU's own thread, so it may use the vCPU's register accessors.
+type Handler interface {
+	// Entering is called just before the first KVM_RUN after a power-on.
+	Entering(v *VCPU)
+	// MMIO handles a guest access; for a read it fills data.
+	MMIO(v *VCPU, addr uint64, data []byte, write bool)
+	// Hypercall handles an SMCCC call forwarded to userspace.
+	Hypercall(v *VCPU, fid uint32, smc bool) Next
+	// SystemEvent handles KVM_EXIT_SYSTEM_EVENT.
+	SystemEvent(v *VCPU, typ uint32, data []uint64) Next
+	// Exited is called after every KVM_RUN return with the exit reason
+	// (kvm.Exit*, or kvm.ExitIntr for EINTR) and the time spent from
+	// KVM_RUN's return until the handler finished; for accounting.
+	Exited(v *VCPU, reason uint32, sub int, handle time.Duration)
+}
+
+// PowerOnRequest says how a vCPU starts running.
+type PowerOnRequest struct {
+	// Entry, Context: PC and X0 to start with (PSCI CPU_ON's entry point
+	// and context_id, or the kernel entry and DTB address for the boot CPU).
+	Entry, Context uint64
+	// KeepState enters KVM_RUN without resetting or setting registers:
+	// KVM's in-kernel PSCI keeps the powered-off secondaries inside
+	// KVM_RUN and starts them itself.
+	KeepState bool
+	// Issued is when the request was made (CPU_ON time), for the timeline.
+	Issued time.Time
+}
+
+// FaultError is a vCPU stop the guest caused (failed entry, internal error,
+// unknown exit); it carries the vCPU state for the report.
+type FaultError struct {
+	VCPU   int
+	What   string
+	PC     uint64
+	PSTATE uint64
+	Detail string
+}
+
+func (e *FaultError) Error() string {
+	return fmt.Sprintf("vCPU %d: %s at PC %#x PSTATE %#x: %s", e.VCPU, e.What, e.PC, e.PSTATE, e.Detail)
+}
+
+// VCPU is one virtual CPU.
+type VCPU struct {
+	ID   int
+	fd   *os.File
+	run  *kvm.Run
+	init kvm.VCPUInit
+
+	mpidr uint64
+	tid   atomic.Int32
+	on    chan PowerOnRequest
+
+	// LastOn is the most recent power-on request this vCPU acted on;
+	// Entered when it then entered the guest. Read them after Loop returns
+	// or from the Entering callback.
+	LastOn  PowerOnRequest
+	Entered time.Time
+}
+
+// New creates vCPU id on the VM and initialises it with init. Call it from
+// the goroutine that will run the vCPU (after runtime.LockOSThread), since
+// KVM binds a vCPU to the thread that uses it.
+func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
+	fd, err := hkvm.CreateVCPU(vm, id)
+	if err != nil {
+		return nil, fmt.Errorf("create vCPU %d: %w", id, err)
+	}
+	v := &VCPU{ID: id, fd: fd.File, init: init, on: make(chan PowerOnRequest, 1)}
+	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("KVM_ARM_VCPU_INIT vCPU %d: %w", id, err)
+	}
+	if v.run, err = kvm.MapRun(sys, v.fd); err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("vCPU %d: %w", id, err)
+	}
+	if v.mpidr, err = kvm.GetOneReg(v.fd, kvm.RegMPIDREL1); err != nil {
+		v.Close()
+		return nil, fmt.Errorf("read MPIDR_EL1 of vCPU %d: %w", id, err)
+	}
+	v.tid.Store(int32(unix.Gettid()))
+	return v, nil
+}
+
+// Fd is the vCPU file descriptor (for the stats fd and tracepoints).
+func (v *VCPU) Fd() uintptr { return v.fd.Fd() }
+
+// MPIDR is the affinity value KVM gave this vCPU (MPIDR_EL1 with the RES1
+// and MT bits cleared: Aff3<<32 | Aff2<<16 | Aff1<<8 | Aff0).
+func (v *VCPU) MPIDR() uint64 { return v.mpidr & 0xff_00ff_ffff }
+
+// TID is the OS thread currently running this vCPU's loop.
+func (v *VCPU) TID() int { return int(v.tid.Load()) }
+
+// PowerOn asks the vCPU's loop to start the guest with req. It never blocks:
+// a request while one is pending is dropped and reported false (PSCI has
+// already refused a second CPU_ON for the same target by then).
+func (v *VCPU) PowerOn(req PowerOnRequest) bool {
+	select {
+	case v.on <- req:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kick forces the vCPU out of KVM_RUN (or keeps it from entering): it sets
+// kvm_run.immediate_exit and signals the vCPU's thread. The signal is SIGURG,
+// for which the Go runtime has a handler that ignores foreign sends, so
+// KVM_RUN returns EINTR. Safe from any goroutine.
+func (v *VCPU) Kick() {
+	v.run.SetImmediateExit(true)
+	if tid := v.TID(); tid > 0 {
+		_ = unix.Tgkill(unix.Getpid(), tid, unix.SIGURG)
+	}
+}
+
+// Close releases the vCPU.
+func (v *VCPU) Close() error {
+	if v.run != nil {
+		v.run.Unmap()
+	}
+	return v.fd.Close()
+}
+
+// Reg reads a ONE_REG register.
+func (v *VCPU) Reg(id uint64) (uint64, error) { return kvm.GetOneReg(v.fd, id) }
+
+// SetReg writes a ONE_REG register.
+func (v *VCPU) SetReg(id, val uint64) error { return kvm.SetOneReg(v.fd, id, val) }
+
+// X reads general-purpose register Xn.
+func (v *VCPU) X(n int) (uint64, error) { return kvm.GetOneReg(v.fd, kvm.RegX(n)) }
+
+// SetX writes general-purpose register Xn.
+func (v *VCPU) SetX(n int, val uint64) error { return kvm.SetOneReg(v.fd, kvm.RegX(n), val) }
+
+// Loop runs the vCPU until stop is closed or a handler says Halt. It locks
+// the calling goroutine to its OS thread for its whole life. A fault
+// (failed entry, internal error, unhandled exit) returns a *FaultError.
+func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	v.tid.Store(int32(unix.Gettid()))
+	for {
+		var req PowerOnRequest
+		select {
+		case <-stop:
+			return nil
+		case req = <-v.on:
+		}
+		if err := v.reset(req); err != nil {
+			return err
+		}
+		v.LastOn = req
+		h.Entering(v)
+		v.Entered = time.Now()
+		next, err := v.runGuest(stop, h)
+		if err != nil || next == Halt {
+			return err
+		}
+	}
+}
+
+// reset puts the vCPU in its power-on state for req.
+func (v *VCPU) reset(req PowerOnRequest) error {
+	if req.KeepState {
+		return nil
+	}
+	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
+		return fmt.Errorf("reset vCPU %d: KVM_ARM_VCPU_INIT: %w", v.ID, err)
+	}
+	for _, r := range []struct {
+		id, val uint64
+	}{
+		{kvm.RegPC, req.Entry},
+		{kvm.RegX(0), req.Context},
+		{kvm.RegPSTATE, kvm.PSTATEBoot},
+	} {
+		if err := kvm.SetOneReg(v.fd, r.id, r.val); err != nil {
+			return fmt.Errorf("reset vCPU %d: set register %#x: %w", v.ID, r.id, err)
+		}
+	}
+	return nil
+}
+
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// runGuest is the KVM_RUN loop of one power-on period.
+func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
+	for {
+		// Clear immediate_exit before the stop check: a kick that lands
+		// after the check sets it again and KVM_RUN returns at once.
+		v.run.SetImmediateExit(false)
+		if stopped(stop) {
+			return Halt, nil
+		}
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), uintptr(kvmRun), 0)
+		t0 := time.Now()
+		if errno != 0 {
+			if errno == unix.EINTR || errno == unix.EAGAIN {
+				h.Exited(v, kvm.ExitIntr, 0, time.Since(t0))
+				continue
+			}
+			return Halt, v.fault("KVM_RUN failed", errno.Error())
+		}
+		next := Continue
+		reason := v.run.ExitReason()
+		switch reason {
+		case kvm.ExitMMIO:
+			addr, data, write := v.run.MMIO()
+			h.MMIO(v, addr, data, write)
+		case kvm.ExitHypercall:
+			nr, flags := v.run.Hypercall()
+			next = h.Hypercall(v, uint32(nr), flags&kvm.HypercallExitSMC != 0)
+		case kvm.ExitSystemEvent:
+			typ, data := v.run.SystemEvent()
+			next = h.SystemEvent(v, typ, data)
+		case kvm.ExitIntr:
+			// A signal arrived with immediate_exit clear.
+		case kvm.ExitFailEntry:
+			r, cpu := v.run.FailEntry()
+			return Halt, v.fault("KVM_EXIT_FAIL_ENTRY", fmt.Sprintf("hardware_entry_failure_reason %#x on host CPU %d", r, cpu))
+		case kvm.ExitInternalError:
+			sub, data := v.run.InternalError()
+			return Halt, v.fault("KVM_EXIT_INTERNAL_ERROR", fmt.Sprintf("suberror %d data %#x", sub, data))
+		default:
+			return Halt, v.fault("unhandled exit", fmt.Sprintf("exit reason %d", reason))
+		}
+		h.Exited(v, reason, 0, time.Since(t0))
+		if next != Continue {
+			return next, nil
+		}
+	}
+}
+
+// kvmRun is KVM_RUN, _IO(0xAE, 0x80).
+const kvmRun = 0xae80
+
+func (v *VCPU) fault(what, detail string) error {
+	e := &FaultError{VCPU: v.ID, What: what, Detail: detail}
+	e.PC, _ = kvm.GetOneReg(v.fd, kvm.RegPC)
+	e.PSTATE, _ = kvm.GetOneReg(v.fd, kvm.RegPSTATE)
+	return e
+}
+

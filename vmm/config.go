@@ -1,0 +1,156 @@
+package vmm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// PSCIMode selects who answers the guest's PSCI calls.
+type PSCIMode string
+
+const (
+	// PSCIAuto picks PSCIUser when the host has the SMCCC filter, else
+	// PSCIKernel.
+	PSCIAuto PSCIMode = "auto"
+	// PSCIUser forwards the PSCI ranges to mvm (Linux 6.4+ SMCCC filter).
+	PSCIUser PSCIMode = "user"
+	// PSCIKernel lets KVM's in-kernel PSCI answer.
+	PSCIKernel PSCIMode = "kernel"
+)
+
+// ParsePSCIMode checks a --psci value.
+func ParsePSCIMode(s string) (PSCIMode, error) {
+	switch m := PSCIMode(s); m {
+	case PSCIAuto, PSCIUser, PSCIKernel:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown PSCI mode %q: use auto, user or kernel", s)
+}
+
+// ResetAction is what a guest SYSTEM_RESET does.
+type ResetAction string
+
+const (
+	// ResetExit ends mvm with status 0.
+	ResetExit ResetAction = "exit"
+	// ResetReboot reboots the guest in the same process.
+	ResetReboot ResetAction = "reboot"
+)
+
+// ParseResetAction checks an --on-reset value.
+func ParseResetAction(s string) (ResetAction, error) {
+	switch a := ResetAction(s); a {
+	case ResetExit, ResetReboot:
+		return a, nil
+	}
+	return "", fmt.Errorf("unknown --on-reset action %q: use exit or reboot", s)
+}
+
+// Limits of the configuration that do not depend on the host.
+const (
+	MinMemory = 16 << 20 // room for a payload, the DTB and the stack it needs
+	// MaxCPUs is the most vCPUs the memory map has redistributor room for;
+	// the host's KVM_CAP_MAX_VCPUS may allow fewer.
+	MaxCPUs = 512
+)
+
+// Config describes one VM. The CLI fills it from flags.
+type Config struct {
+	Kernel  string // arm64 Image or flat binary
+	Initrd  string // optional
+	Cmdline string
+	CPUs    int
+	Memory  uint64 // bytes
+	PSCI    PSCIMode
+	OnReset ResetAction
+
+	Console   io.Writer // guest serial output; nil discards it
+	ConsoleIn io.Reader // optional guest serial input
+
+	Logger *slog.Logger
+	// Start is when the VMM started (process start) for the vmm_setup
+	// phase; zero means when New is called.
+	Start time.Time
+}
+
+// Validate checks what can be checked without touching files or KVM.
+func (c *Config) Validate() error {
+	if c.Kernel == "" {
+		return errors.New("no kernel given: pass --kernel PATH (an arm64 Image or a flat binary)")
+	}
+	if c.CPUs < 1 {
+		return fmt.Errorf("--cpus %d: a VM needs at least 1 vCPU", c.CPUs)
+	}
+	if c.CPUs > MaxCPUs {
+		return fmt.Errorf("--cpus %d: mvm supports at most %d vCPUs", c.CPUs, MaxCPUs)
+	}
+	if c.Memory < MinMemory {
+		return fmt.Errorf("--memory %s is too small: mvm needs at least %s", FormatSize(c.Memory), FormatSize(MinMemory))
+	}
+	if c.Memory > MaxMemory {
+		return fmt.Errorf("--memory %s is too large: the guest memory map holds at most %s", FormatSize(c.Memory), FormatSize(MaxMemory))
+	}
+	if c.Memory%PageSize != 0 {
+		return fmt.Errorf("--memory %s is not a multiple of 64 KiB", FormatSize(c.Memory))
+	}
+	if _, err := ParsePSCIMode(string(c.PSCI)); err != nil {
+		return err
+	}
+	if _, err := ParseResetAction(string(c.OnReset)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ParseSize parses a memory size: a number of bytes, or a number with a
+// K, M, G or T suffix (powers of 1024; "KiB", "MB", "g" all accepted).
+func ParseSize(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, errors.New("empty size: use e.g. 512M or 2G")
+	}
+	u := strings.ToUpper(t)
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "IB"), "B")
+	shift := 0
+	if n := len(u); n > 0 {
+		switch u[n-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		case 'T':
+			shift = 40
+		}
+		if shift != 0 {
+			u = u[:n-1]
+		}
+	}
+	v, err := strconv.ParseUint(u, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad size %q: use a whole number with an optional K, M, G or T suffix, e.g. 512M", s)
+	}
+	if v > (^uint64(0))>>shift {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
+	return v << shift, nil
+}
+
+// FormatSize renders a byte count in the largest exact binary unit.
+func FormatSize(v uint64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}} {
+		if v != 0 && v%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", v>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", v)
+}

@@ -1,0 +1,94 @@
+//go:build linux
+
+package vmm
+
+import (
+	"fmt"
+
+	hkvm "github.com/c35s/hype/kvm"
+	"golang.org/x/sys/unix"
+)
+
+// guestRAM is the VM's RAM: one anonymous mapping per region, each a KVM
+// memory slot.
+type guestRAM struct {
+	regions []Region
+	mem     [][]byte
+}
+
+func newGuestRAM(vm *hkvm.VM, regions []Region) (*guestRAM, error) {
+	g := &guestRAM{regions: regions}
+	for i, r := range regions {
+		// MAP_NORESERVE: a large guest costs only what it touches.
+		m, err := unix.Mmap(-1, 0, int(r.Size), unix.PROT_READ|unix.PROT_WRITE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		if err != nil {
+			g.close()
+			return nil, fmt.Errorf("map %s of guest RAM: %w", FormatSize(r.Size), err)
+		}
+		g.mem = append(g.mem, m)
+		slot := hkvm.UserspaceMemoryRegion{
+			Slot:          uint32(i),
+			GuestPhysAddr: r.Base,
+			MemorySize:    r.Size,
+			UserspaceAddr: uint64(uintptrOf(m)),
+		}
+		if err := hkvm.SetUserMemoryRegion(vm, &slot); err != nil {
+			g.close()
+			return nil, fmt.Errorf("KVM_SET_USER_MEMORY_REGION slot %d at %#x: %w", i, r.Base, err)
+		}
+	}
+	return g, nil
+}
+
+// slice returns guest memory [addr, addr+size) or an error if it is not RAM.
+func (g *guestRAM) slice(addr, size uint64) ([]byte, error) {
+	for i, r := range g.regions {
+		if addr >= r.Base && addr+size <= r.End() && addr+size >= addr {
+			off := addr - r.Base
+			return g.mem[i][off : off+size], nil
+		}
+	}
+	return nil, fmt.Errorf("guest range %#x+%#x is not in RAM", addr, size)
+}
+
+// contains reports whether addr is guest RAM.
+func (g *guestRAM) contains(addr uint64) bool {
+	_, err := g.slice(addr, 1)
+	return err == nil
+}
+
+// clear zeroes RAM (for a reboot) by replacing the pages with fresh ones.
+func (g *guestRAM) clear() error {
+	for _, m := range g.mem {
+		if err := unix.Madvise(m, unix.MADV_DONTNEED); err != nil {
+			return fmt.Errorf("clear guest RAM: %w", err)
+		}
+	}
+	return nil
+}
+
+// resident returns the bytes of guest RAM that are resident in host memory.
+func (g *guestRAM) resident() (uint64, error) {
+	var total uint64
+	page := unix.Getpagesize()
+	for _, m := range g.mem {
+		vec := make([]byte, (len(m)+page-1)/page)
+		if err := mincore(m, vec); err != nil {
+			return 0, fmt.Errorf("mincore guest RAM: %w", err)
+		}
+		for _, b := range vec {
+			if b&1 != 0 {
+				total += uint64(page)
+			}
+		}
+	}
+	return total, nil
+}
+
+func (g *guestRAM) close() {
+	for _, m := range g.mem {
+		unix.Munmap(m)
+	}
+	g.mem = nil
+}
