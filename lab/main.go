@@ -198,4 +198,3 @@ func lab(kernel, busybox, script string, files []string, timeout time.Duration, 
 	fmt.Fprintf(os.Stderr, "lab: finished in %v with status %d\n", elapsed, status)
 	return status, nil
 }
-

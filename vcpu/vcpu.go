@@ -286,4 +286,3 @@ func (v *VCPU) fault(what, detail string) error {
 	e.PSTATE, _ = kvm.GetOneReg(v.fd, kvm.RegPSTATE)
 	return e
 }
-
