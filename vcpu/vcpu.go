@@ -53,10 +53,10 @@ type PowerOnRequest struct {
 	// Entry, Context: PC and X0 to start with (PSCI CPU_ON's entry point
 	// and context_id, or the kernel entry and DTB address for the boot CPU).
 	Entry, Context uint64
-	// KeepState enters KVM_RUN without resetting or setting registers:
-	// KVM's in-kernel PSCI keeps the powered-off secondaries inside
-	// KVM_RUN and starts them itself.
-	KeepState bool
+	// InitOnly resets the vCPU with KVM_ARM_VCPU_INIT but sets no
+	// registers: with KVM's in-kernel PSCI a secondary initialised with
+	// POWER_OFF waits inside KVM_RUN and KVM starts it on CPU_ON.
+	InitOnly bool
 	// Issued is when the request was made (CPU_ON time), for the timeline.
 	Issued time.Time
 }
@@ -200,11 +200,11 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 
 // reset puts the vCPU in its power-on state for req.
 func (v *VCPU) reset(req PowerOnRequest) error {
-	if req.KeepState {
-		return nil
-	}
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		return fmt.Errorf("reset vCPU %d: KVM_ARM_VCPU_INIT: %w", v.ID, err)
+	}
+	if req.InitOnly {
+		return nil
 	}
 	for _, r := range []struct {
 		id, val uint64

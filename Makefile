@@ -1,0 +1,97 @@
+# mvm — build, test and demo targets. `make test` is what CI runs (.ci/run).
+#
+# On an x86_64 (or any non-arm64) host the arm64 parts run in "the lab": an
+# emulated arm64 machine (QEMU with EL2) whose Linux has a real /dev/kvm.
+# On an arm64 host with /dev/kvm the same integration tests run directly.
+
+GO        ?= go
+CACHE     ?= .cache/lab
+OUT       ?= out
+LAB_TIMEOUT ?= 15m
+GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
+CROSS     ?= aarch64-linux-gnu-
+
+PAYLOADS  := $(patsubst guest/payloads/%.s,$(OUT)/guest/%.bin,$(wildcard guest/payloads/*.s))
+GO_SRC    := $(shell find . -name '*.go' -not -path './.cache/*' -not -path './out/*') go.mod go.sum
+HOST_ARCH := $(shell uname -m)
+NATIVE    := $(if $(and $(filter aarch64 arm64,$(HOST_ARCH)),$(wildcard /dev/kvm)),yes,)
+
+# Files the integration tests find through MVM_* environment variables.
+LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
+
+.PHONY: all build test unit vet lab-test demo bench lab-deps lab-fetch guest clean help
+
+all: build
+
+help:
+	@echo "make demo    boot the bundled payload in the arm64 lab and show what happened"
+	@echo "make test    unit tests (-race) on this host, then the arm64 integration tests"
+	@echo "make bench   benchmarks (host and lab)"
+	@echo "make build   bin/mvm for this host; out/arm64/mvm for arm64"
+
+build: bin/mvm $(OUT)/arm64/mvm
+
+bin/mvm: $(GO_SRC)
+	$(GO) build -o $@ ./cmd/mvm
+
+$(OUT)/arm64/mvm: $(GO_SRC)
+	$(GOFLAGS_ARM64) $(GO) build -o $@ ./cmd/mvm
+
+$(OUT)/arm64/integration.test: $(GO_SRC)
+	$(GOFLAGS_ARM64) $(GO) test -c -o $@ ./integration
+
+# Bare-metal payloads: assembled with Debian's binutils-aarch64-linux-gnu,
+# linked at the base of guest RAM, flattened to raw binaries.
+guest: $(PAYLOADS)
+$(OUT)/guest/%.bin: guest/payloads/%.s guest/payloads/common.inc | lab-deps
+	@mkdir -p $(dir $@)
+	$(CROSS)as -I guest/payloads -o $(OUT)/guest/$*.o $<
+	$(CROSS)ld -Ttext=0x40000000 -e _start -o $(OUT)/guest/$*.elf $(OUT)/guest/$*.o
+	$(CROSS)objcopy -O binary $(OUT)/guest/$*.elf $@
+
+# Host packages the lab needs, installed only when missing.
+lab-deps:
+	@bash lab/host-deps.sh
+
+# Debian trixie's arm64 kernel and busybox, downloaded once into $(CACHE).
+lab-fetch: $(CACHE)/vmlinuz
+$(CACHE)/vmlinuz $(CACHE)/busybox: | lab-deps
+	bash lab/fetch.sh $(CACHE)
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	GOARCH=arm64 $(GO) vet ./...
+
+unit: vet
+	$(GO) test -race -count=1 ./...
+
+# The integration tests, in the lab or natively.
+ifeq ($(NATIVE),yes)
+lab-test: $(LAB_FILES)
+	MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
+	MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
+	$(OUT)/arm64/integration.test -test.v -test.timeout $(LAB_TIMEOUT)
+else
+lab-test: $(LAB_FILES) | lab-deps
+	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) \
+	  $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
+	  -run 'MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox /lab/integration.test -test.v -test.timeout $(LAB_TIMEOUT)'
+endif
+
+test: unit lab-test
+
+# The demo: mvm's capabilities on arm64 KVM, then the bundled payload.
+DEMO_RUN = mvm caps; echo; echo '$$ mvm run --kernel hello.bin'; mvm run --kernel /lab/hello.bin; echo "(exit status $$?)"
+ifeq ($(NATIVE),yes)
+demo: $(OUT)/arm64/mvm $(PAYLOADS)
+	PATH=$(abspath $(OUT)/arm64):$$PATH; cd $(OUT)/guest && mvm caps && mvm run --kernel hello.bin
+else
+demo: $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz | lab-deps
+	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 5m \
+	  -add $(OUT)/arm64/mvm=/lab/mvm $(foreach f,$(PAYLOADS),-add $(f)=/lab/$(notdir $(f))) \
+	  -run "$(DEMO_RUN)"
+endif
+
+clean:
+	rm -rf bin $(OUT)

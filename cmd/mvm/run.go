@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mvm-dev/mvm/vcpu"
+	"github.com/mvm-dev/mvm/vmm"
+)
+
+// defaultCmdline suits the platform mvm emulates: the 8250 UART is the
+// console, with earlycon at its address for messages before the driver.
+const defaultCmdline = "console=ttyS0 earlycon=uart8250,mmio,0x09000000"
+
+type runFlags struct {
+	kernel, initrd   string
+	cmdline, append_ string
+	cpus             int
+	memory           string
+	psci             string
+	console          string
+	onReset          string
+	logLevel         string
+}
+
+func (f *runFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.kernel, "kernel", "", "arm64 Linux Image, or a flat binary loaded at the start of RAM (required)")
+	fl.StringVar(&f.initrd, "initrd", "", "initramfs or initrd to load for the kernel")
+	fl.StringVar(&f.cmdline, "cmdline", defaultCmdline, "kernel command line (/chosen/bootargs)")
+	fl.StringVar(&f.append_, "append", "", "text to add to the end of the kernel command line")
+	fl.IntVar(&f.cpus, "cpus", 1, "number of vCPUs")
+	fl.StringVar(&f.memory, "memory", "512M", "guest RAM, e.g. 512M or 2G")
+	fl.StringVar(&f.psci, "psci", "auto", "who answers PSCI: user (mvm, needs Linux 6.4+), kernel (KVM), auto (user when possible)")
+	fl.StringVar(&f.console, "console", "stdio", "guest serial console: stdio, none, or file:PATH")
+	fl.StringVar(&f.onReset, "on-reset", "exit", "on guest reset: exit (status 0) or reboot")
+	fl.StringVar(&f.logLevel, "log-level", "warn", "mvm's own log level on stderr: debug, info, warn, error")
+}
+
+// config turns the flags into a vmm.Config (without the console).
+func (f *runFlags) config(start time.Time) (vmm.Config, error) {
+	mem, err := vmm.ParseSize(f.memory)
+	if err != nil {
+		return vmm.Config{}, usageError{fmt.Errorf("--memory: %w", err)}
+	}
+	psci, err := vmm.ParsePSCIMode(f.psci)
+	if err != nil {
+		return vmm.Config{}, usageError{fmt.Errorf("--psci: %w", err)}
+	}
+	onReset, err := vmm.ParseResetAction(f.onReset)
+	if err != nil {
+		return vmm.Config{}, usageError{err}
+	}
+	cmdline := f.cmdline
+	if f.append_ != "" {
+		cmdline = strings.TrimSpace(cmdline + " " + f.append_)
+	}
+	cfg := vmm.Config{
+		Kernel: f.kernel, Initrd: f.initrd, Cmdline: cmdline,
+		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset,
+		Start: start,
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
+}
+
+func newRunCmd(start time.Time) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run --kernel PATH [flags]",
+		Short: "Boot an arm64 Linux Image or bare-metal payload",
+		Long: `Boot an arm64 guest with a serial console on this terminal.
+
+The guest gets --cpus vCPUs (one thread each), --memory of RAM at 1 GiB
+guest-physical, an in-kernel GICv3, the architected timer, a 16550 UART at
+0x09000000 (console=ttyS0) and a device tree describing exactly that, passed
+in X0. PSCI (CPU_ON, CPU_OFF, SYSTEM_OFF, ...) is answered by mvm itself when
+the host kernel allows it (Linux 6.4+), else by KVM.
+
+Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
+1 when it crashes or a vCPU fails; 2 for bad arguments; 130/143 on
+SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest.`,
+		Example: `  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
+  mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \
+      --append "rdinit=/init quiet"
+
+  # Run a bare-metal payload (flat binary, entered at the start of RAM):
+  mvm run --kernel hello.bin --console file:out.log`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runVM(cmd, &f, start)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level %q: use debug, info, warn or error", level)}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
+	if f.kernel == "" {
+		return usageError{errors.New("--kernel is required: an arm64 Image or a flat binary (see 'mvm run --help')")}
+	}
+	cfg, err := f.config(start)
+	if err != nil {
+		return err
+	}
+	if cfg.Logger, err = newLogger(f.logLevel); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if s, ok := <-sigs; ok {
+			cancel(signalCause{s.(syscall.Signal)})
+		}
+	}()
+
+	con, err := openConsole(f.console, cancel)
+	if err != nil {
+		return err
+	}
+	defer con.Close()
+	cfg.Console, cfg.ConsoleIn = con.out, con.in
+
+	m, err := vmm.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	res, err := m.Run(ctx)
+	con.Close() // restore the terminal before printing anything
+	if err != nil {
+		return err
+	}
+	return exitFor(res, context.Cause(ctx))
+}
+
+// signalCause is the context cause when a signal stopped the VM.
+type signalCause struct{ sig syscall.Signal }
+
+func (s signalCause) Error() string { return "stopped by " + s.sig.String() }
+
+// errQuit is the cause when the user typed the console escape.
+var errQuit = errors.New("stopped from the console (Ctrl-A x)")
+
+// exitFor maps a run's result to mvm's exit status.
+func exitFor(res vmm.Result, cause error) error {
+	switch res.Exit {
+	case vmm.ExitPowerOff, vmm.ExitReset:
+		return nil
+	case vmm.ExitCrash:
+		return &exitError{1, res.Err.Error()}
+	case vmm.ExitFault:
+		var fe *vcpu.FaultError
+		if errors.As(res.Err, &fe) {
+			return &exitError{1, "guest stopped: " + fe.Error()}
+		}
+		return &exitError{1, fmt.Sprintf("guest stopped: %v", res.Err)}
+	case vmm.ExitStopped:
+		var sc signalCause
+		if errors.As(cause, &sc) {
+			return &exitError{128 + int(sc.sig), sc.Error()}
+		}
+		if errors.Is(cause, errQuit) {
+			return &exitError{130, errQuit.Error()}
+		}
+		return &exitError{1, fmt.Sprintf("stopped: %v", cause)}
+	}
+	return &exitError{1, fmt.Sprintf("unexpected end of run: %s", res.Exit)}
+}

@@ -1,0 +1,92 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env returns a required environment variable or fails the test.
+func env(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run the integration tests with 'make lab-test' (or 'make test')", name)
+	}
+	if _, err := os.Stat(v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return v
+}
+
+func payload(t *testing.T, name string) string {
+	return filepath.Join(env(t, "MVM_GUEST_DIR"), name)
+}
+
+// result is one finished mvm process.
+type result struct {
+	code           int
+	stdout, stderr string
+	elapsed        time.Duration
+}
+
+// mvm runs the mvm binary with args, failing the test if it does not finish
+// within timeout.
+func mvm(t *testing.T, timeout time.Duration, args ...string) result {
+	t.Helper()
+	return mvmCmd(t, timeout, nil, args...)
+}
+
+func mvmCmd(t *testing.T, timeout time.Duration, setup func(*exec.Cmd), args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, env(t, "MVM_BIN"), args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if setup != nil {
+		setup(cmd)
+	}
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start)}
+	if ctx.Err() != nil {
+		t.Fatalf("mvm %s did not finish within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
+	}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run mvm: %v", err)
+	}
+	t.Logf("mvm %s: exit %d in %v", strings.Join(args, " "), r.code, r.elapsed.Round(time.Millisecond))
+	return r
+}
+
+// oneLineError checks the shape every bad-input error must have: non-zero
+// status, one line on stderr starting with "mvm:", no panic or stack trace.
+func oneLineError(t *testing.T, r result, wantCode int, wantSubstr string) {
+	t.Helper()
+	if r.code != wantCode {
+		t.Errorf("exit status %d, want %d (stderr %q)", r.code, wantCode, r.stderr)
+	}
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "mvm: ") {
+		t.Errorf("stderr is not one 'mvm: ...' line:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+		t.Errorf("stderr shows a panic:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, wantSubstr) {
+		t.Errorf("stderr %q does not mention %q", r.stderr, wantSubstr)
+	}
+}

@@ -1,0 +1,114 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestHelloPayload(t *testing.T) {
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "hello.bin"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d, want 0\nstderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "hello from the mvm bare-metal payload\n") {
+		t.Errorf("console output lacks the payload's line:\n%q", r.stdout)
+	}
+}
+
+func TestConsoleToFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console.log")
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "hello.bin"), "--console", "file:"+path)
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "hello from the mvm bare-metal payload\n" {
+		t.Errorf("console file holds %q", got)
+	}
+	if strings.Contains(r.stdout, "hello") {
+		t.Errorf("console output leaked to stdout: %q", r.stdout)
+	}
+}
+
+func TestUnmappedAccessContinues(t *testing.T) {
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "unmapped.bin"), "--log-level", "warn")
+	if r.code != 0 {
+		t.Fatalf("exit status %d, want 0 (SYSTEM_OFF after the unmapped access)\nstderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "unmapped read returned 0\n") {
+		t.Errorf("the guest did not read zero from an unmapped address:\n%q", r.stdout)
+	}
+	// Logged once per address: 0xa000000 (read, then write) and 0xa000008.
+	if n := strings.Count(r.stderr, "addr=0xa000000 "); n != 1 {
+		t.Errorf("address 0xa000000 logged %d times, want once:\n%s", n, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "addr=0xa000008 "); n != 1 {
+		t.Errorf("address 0xa000008 logged %d times, want once:\n%s", n, r.stderr)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o644)
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("this is not a kernel\n"), 0o644)
+	hello := payload(t, "hello.bin")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"missing file", []string{"run", "--kernel", filepath.Join(dir, "nope")}, 1, "does not exist"},
+		{"directory", []string{"run", "--kernel", dir}, 1, "is a directory"},
+		{"empty file", []string{"run", "--kernel", empty}, 1, "is empty"},
+		{"text file", []string{"run", "--kernel", text}, 1, "not an arm64 Image"},
+		{"no kernel", []string{"run"}, 2, "--kernel is required"},
+		{"zero cpus", []string{"run", "--kernel", hello, "--cpus", "0"}, 2, "at least 1 vCPU"},
+		{"tiny memory", []string{"run", "--kernel", hello, "--memory", "1K"}, 2, "too small"},
+		{"unknown flag", []string{"run", "--kernel", hello, "--frobnicate"}, 2, "unknown flag"},
+		{"bad console", []string{"run", "--kernel", hello, "--console", "tty"}, 2, "--console"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			oneLineError(t, mvm(t, 30*time.Second, c.args...), c.code, c.want)
+		})
+	}
+}
+
+// TestNoKVMAccess runs mvm as an unprivileged user, who cannot open the
+// lab's /dev/kvm (mode 0600, owned by root).
+func TestNoKVMAccess(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test switches to an unprivileged user and must start as root (the lab runs as root)")
+	}
+	hello := payload(t, "hello.bin")
+	// The payload must be readable by the unprivileged user.
+	dir, err := os.MkdirTemp("", "nokvm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	tmp := filepath.Join(dir, "hello.bin")
+	data, err := os.ReadFile(hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(tmp, data, 0o644)
+	r := mvmCmd(t, 30*time.Second, func(c *exec.Cmd) {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}, "run", "--kernel", tmp)
+	oneLineError(t, r, 1, "/dev/kvm")
+}

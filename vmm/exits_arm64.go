@@ -1,0 +1,81 @@
+//go:build linux && arm64
+
+package vmm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mvm-dev/mvm/internal/kvm"
+	"github.com/mvm-dev/mvm/vcpu"
+)
+
+// This file is the VM's side of vCPU exits (vcpu.Handler): device MMIO,
+// PSCI hypercalls, system events and accounting.
+
+// Entering implements vcpu.Handler: a vCPU is about to enter the guest
+// after a power-on.
+func (m *VM) Entering(v *vcpu.VCPU) {
+	now := time.Now()
+	m.mu.Lock()
+	if v.ID == 0 && m.timeline.FirstRun.IsZero() {
+		m.timeline.FirstRun = now
+	}
+	if c := &m.timeline.CPUs[v.ID]; c.Entered.IsZero() {
+		c.Entered = now
+		if v.ID != 0 && m.psci == PSCIUser {
+			c.CPUOn = v.LastOn.Issued
+		}
+	}
+	m.mu.Unlock()
+	if m.pm != nil {
+		// The boot CPU is ON from the start; a secondary was ON_PENDING
+		// since its CPU_ON.
+		if err := m.pm.Started(v.ID); err != nil && v.ID != 0 {
+			m.log.Error("PSCI start bookkeeping", "vcpu", v.ID, "err", err)
+		}
+	}
+}
+
+// MMIO implements vcpu.Handler.
+func (m *VM) MMIO(v *vcpu.VCPU, addr uint64, data []byte, write bool) {
+	if dev, off := m.bus.Find(addr); dev != nil {
+		if write {
+			dev.Write(off, data)
+		} else {
+			dev.Read(off, data)
+		}
+		return
+	}
+	// Nothing here: reads as zero, writes are dropped, the guest goes on.
+	m.unmappedCount.Add(1)
+	if !write {
+		clear(data)
+	}
+	if _, seen := m.unmappedSeen.LoadOrStore(addr, struct{}{}); !seen {
+		pc, _ := v.Reg(kvm.RegPC)
+		m.log.Warn("guest accessed an unmapped address (reads return 0; logged once per address)",
+			"vcpu", v.ID, "addr", fmt.Sprintf("%#x", addr), "write", write, "size", len(data), "pc", fmt.Sprintf("%#x", pc))
+	}
+}
+
+// SystemEvent implements vcpu.Handler: KVM's own PSCI (kernel mode) reports
+// SYSTEM_OFF/RESET this way, and a guest crash report arrives here too.
+func (m *VM) SystemEvent(v *vcpu.VCPU, typ uint32, data []uint64) vcpu.Next {
+	switch typ {
+	case kvm.SystemEventShutdown:
+		m.end(ExitPowerOff, nil)
+	case kvm.SystemEventReset:
+		m.end(ExitReset, nil)
+	case kvm.SystemEventCrash:
+		m.end(ExitCrash, fmt.Errorf("guest reported a crash on vCPU %d (system event data %#x)", v.ID, data))
+	default:
+		// WAKEUP and SUSPEND: resume the guest, as a VMM that does not
+		// implement system suspend must.
+		return vcpu.Continue
+	}
+	return vcpu.Halt
+}
+
+// Exited implements vcpu.Handler.
+func (m *VM) Exited(v *vcpu.VCPU, reason uint32, sub int, handle time.Duration) {}

@@ -1,0 +1,126 @@
+package vmm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// BootFile is a kernel or initrd read from the host.
+type BootFile struct {
+	Path string
+	Data []byte
+}
+
+// readBootFile reads a kernel or initrd, turning the usual mistakes into one
+// clear sentence each.
+func readBootFile(what, path string) (BootFile, error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return BootFile{}, fmt.Errorf("%s %s does not exist", what, path)
+	case errors.Is(err, fs.ErrPermission):
+		return BootFile{}, fmt.Errorf("%s %s is not readable: permission denied", what, path)
+	case err != nil:
+		return BootFile{}, fmt.Errorf("%s %s: %w", what, path, err)
+	case st.IsDir():
+		return BootFile{}, fmt.Errorf("%s %s is a directory, not a file", what, path)
+	case st.Size() == 0:
+		return BootFile{}, fmt.Errorf("%s %s is empty", what, path)
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		return BootFile{}, fmt.Errorf("%s %s is not readable: permission denied", what, path)
+	}
+	if err != nil {
+		return BootFile{}, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	return BootFile{Path: path, Data: data}, nil
+}
+
+// Kernel is a loaded kernel: an arm64 Image or a flat binary.
+type Kernel struct {
+	BootFile
+	IsImage bool
+	Header  ImageHeader // valid when IsImage
+}
+
+// parseKernel decides what kind of kernel data is. An arm64 Image is
+// recognised by its header; anything else that is not an obviously wrong
+// format (ELF, compressed, another architecture's PE image) is a flat binary
+// loaded at the base of RAM and entered at its first byte.
+func parseKernel(f BootFile) (Kernel, error) {
+	k := Kernel{BootFile: f}
+	h, err := ParseImage(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err == nil {
+		k.IsImage, k.Header = true, h
+		return k, nil
+	}
+	if !errors.Is(err, ErrNotImage) {
+		return k, err
+	}
+	d := f.Data
+	switch {
+	case bytes.HasPrefix(d, []byte("\x7fELF")):
+		return k, fmt.Errorf("kernel %s is an ELF file, not an arm64 Image or flat binary: use the kernel's arch/arm64/boot/Image, or objcopy -O binary for a payload", f.Path)
+	case bytes.HasPrefix(d, []byte{0x1f, 0x8b}):
+		return k, fmt.Errorf("kernel %s is gzip-compressed: decompress it first (zcat %s > Image), arm64 Images do not decompress themselves", f.Path, f.Path)
+	case bytes.HasPrefix(d, []byte("MZ")):
+		return k, fmt.Errorf("kernel %s is not an arm64 Image: it has a PE/EFI header but no arm64 Image magic (an x86 bzImage?)", f.Path)
+	case len(d) >= 0x206 && bytes.Equal(d[0x202:0x206], []byte("HdrS")):
+		return k, fmt.Errorf("kernel %s is an x86 kernel, not an arm64 Image", f.Path)
+	case isText(d):
+		return k, fmt.Errorf("kernel %s is a text file, not an arm64 Image or flat binary", f.Path)
+	}
+	return k, nil
+}
+
+// isText reports whether the start of d looks like text: machine code always
+// has bytes outside printable ASCII within its first few instructions.
+func isText(d []byte) bool {
+	if len(d) > 512 {
+		d = d[:512]
+	}
+	for _, c := range d {
+		if (c < 0x20 || c > 0x7e) && c != '\n' && c != '\r' && c != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// bootPlan is what a VM boots: the kernel, the initrd and where they go. It
+// is worked out before anything touches KVM, so bad input fails early and
+// the same way on every host.
+type bootPlan struct {
+	kernel Kernel
+	initrd BootFile
+	place  Placement
+}
+
+func prepare(cfg Config) (bootPlan, error) {
+	var p bootPlan
+	if err := cfg.Validate(); err != nil {
+		return p, err
+	}
+	kf, err := readBootFile("kernel", cfg.Kernel)
+	if err != nil {
+		return p, err
+	}
+	if p.kernel, err = parseKernel(kf); err != nil {
+		return p, err
+	}
+	if cfg.Initrd != "" {
+		if p.initrd, err = readBootFile("initrd", cfg.Initrd); err != nil {
+			return p, err
+		}
+	}
+	koff, ksize := uint64(0), alignUp(uint64(len(p.kernel.Data)), PageSize)
+	if p.kernel.IsImage {
+		koff, ksize = p.kernel.Header.TextOffset, p.kernel.Header.LoadSize(uint64(len(p.kernel.Data)))
+	}
+	p.place, err = Place(RAMRegions(cfg.Memory)[0], koff, ksize, uint64(len(p.initrd.Data)))
+	return p, err
+}

@@ -1,0 +1,88 @@
+//go:build linux && arm64
+
+package vmm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mvm-dev/mvm/psci"
+	"github.com/mvm-dev/mvm/vcpu"
+)
+
+// newPSCI builds the PSCI state machine for user mode. PendingAsOn makes
+// racing CPU_ONs for one target see exactly one SUCCESS and ALREADY_ON for
+// the rest, as KVM's in-kernel PSCI answers.
+func (m *VM) newPSCI(mpidrs []uint64) error {
+	pm, err := psci.New(psci.Config{
+		MPIDRs:           mpidrs,
+		ValidEntry:       m.ram.contains,
+		ExternalFeatures: []uint32{psci.SMCCCVersionFID},
+		PendingAsOn:      true,
+	})
+	if err != nil {
+		return fmt.Errorf("PSCI: %w", err)
+	}
+	m.pm = pm
+	return nil
+}
+
+// Hypercall implements vcpu.Handler: an SMCCC call forwarded by the filter.
+// Only the PSCI ranges are forwarded, so anything else is answered
+// NOT_SUPPORTED and logged once per function ID.
+func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
+	if m.pm == nil || !psci.InRange(fid) {
+		m.unknownHypercall(v, fid)
+		return vcpu.Continue
+	}
+	var x [4]uint64
+	for i := 1; i <= 3; i++ {
+		var err error
+		if x[i], err = v.X(i); err != nil {
+			m.end(ExitFault, fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err))
+			return vcpu.Halt
+		}
+	}
+	r, err := m.pm.Handle(v.ID, fid, x[1], x[2], x[3])
+	if err != nil {
+		// Only a VMM bug gets here (a call from a vCPU PSCI holds off).
+		m.log.Error("PSCI call rejected", "vcpu", v.ID, "function", psci.Name(fid), "err", err)
+		r = psci.Result{X0: psci.NotSupported.X0()}
+	}
+	for i, val := range []uint64{r.X0, r.X1, r.X2, r.X3} {
+		if err := v.SetX(i, val); err != nil {
+			m.end(ExitFault, fmt.Errorf("vCPU %d: write X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err))
+			return vcpu.Halt
+		}
+	}
+	switch r.Action {
+	case psci.ActionStartCPU:
+		req := vcpu.PowerOnRequest{Entry: r.Entry, Context: r.ContextID, Issued: time.Now()}
+		if !m.cpus[r.Target].v.PowerOn(req) {
+			// PSCI moved the target OFF -> ON_PENDING just now, so
+			// no request can be queued for it; reaching this is a bug.
+			m.log.Error("CPU_ON: target already has a pending start", "target", r.Target)
+		}
+	case psci.ActionCPUOff:
+		return vcpu.PowerOff
+	case psci.ActionSystemOff:
+		m.end(ExitPowerOff, nil)
+		return vcpu.Halt
+	case psci.ActionSystemReset:
+		m.end(ExitReset, nil)
+		return vcpu.Halt
+	case psci.ActionSuspend:
+		// Re-entering at once is a correct (early) wake-up.
+	}
+	return vcpu.Continue
+}
+
+func (m *VM) unknownHypercall(v *vcpu.VCPU, fid uint32) {
+	if _, seen := m.unknownHVC.LoadOrStore(fid, struct{}{}); !seen {
+		m.log.Warn("guest made an SMCCC call mvm does not implement; answered NOT_SUPPORTED (logged once per function)",
+			"vcpu", v.ID, "function", fmt.Sprintf("%#x", fid))
+	}
+	if err := v.SetX(0, psci.NotSupported.X0()); err != nil {
+		m.log.Error("write X0", "vcpu", v.ID, "err", err)
+	}
+}

@@ -1,0 +1,50 @@
+package vmm
+
+import (
+	"errors"
+	"time"
+)
+
+// ExitKind is how a VM run ended.
+type ExitKind string
+
+const (
+	ExitPowerOff ExitKind = "poweroff" // guest PSCI SYSTEM_OFF
+	ExitReset    ExitKind = "reset"    // guest SYSTEM_RESET with --on-reset exit
+	ExitCrash    ExitKind = "crash"    // guest reported a crash (system event)
+	ExitFault    ExitKind = "fault"    // a vCPU could not continue
+	ExitStopped  ExitKind = "stopped"  // the host stopped the VM (signal, context)
+)
+
+// Result is what a VM run produced.
+type Result struct {
+	Exit     ExitKind
+	Err      error // the fault, for ExitFault
+	Reboots  int
+	Timeline Timeline
+	// UnmappedAccesses counts guest MMIO to addresses with no device.
+	UnmappedAccesses uint64
+	// PSCI is the PSCI mode the run used (user or kernel).
+	PSCI PSCIMode
+}
+
+// Timeline is the boot timeline of the last boot on the monotonic clock
+// (time.Time values carry Go's monotonic reading).
+type Timeline struct {
+	Start    time.Time // VMM start (Config.Start)
+	FirstRun time.Time // boot vCPU's first KVM_RUN
+	// CPUs has one entry per vCPU. For a secondary in PSCI user mode,
+	// CPUOn is when the guest's CPU_ON for it was serviced and Entered when
+	// it then first entered the guest; both zero if it never came up.
+	CPUs []CPUTimeline
+	End  time.Time // VM exit
+}
+
+// CPUTimeline is one vCPU's bring-up.
+type CPUTimeline struct {
+	CPUOn   time.Time
+	Entered time.Time
+}
+
+// ErrNeedsARM64 is returned by New on hosts that cannot run arm64 guests.
+var ErrNeedsARM64 = errors.New("mvm runs arm64 guests on arm64 KVM: this host is not arm64 (use an arm64 Linux host with /dev/kvm, or 'make demo' to run mvm in the emulated arm64 lab)")

@@ -1,0 +1,488 @@
+//go:build linux && arm64
+
+package vmm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	hkvm "github.com/c35s/hype/kvm"
+
+	"github.com/mvm-dev/mvm/devices"
+	"github.com/mvm-dev/mvm/internal/kvm"
+	"github.com/mvm-dev/mvm/psci"
+	"github.com/mvm-dev/mvm/vcpu"
+)
+
+// VM is one virtual machine.
+type VM struct {
+	cfg  Config
+	log  *slog.Logger
+	psci PSCIMode // resolved: user or kernel
+
+	sys *os.File
+	vm  *hkvm.VM
+	gic *os.File
+	ram *guestRAM
+
+	bootPlan
+	dtb []byte
+
+	bus    devices.Bus
+	uart   *devices.UART
+	marker *devices.Marker
+
+	cpus []*cpuThread
+	pm   *psci.Machine // PSCI user mode only
+
+	unmappedSeen  sync.Map // guest address -> struct{}: log each once
+	unmappedCount atomic.Uint64
+	unknownHVC    sync.Map // function ID -> struct{}: log each once
+
+	events chan endEvent // first guest-initiated end of the run
+
+	mu       sync.Mutex
+	timeline Timeline
+}
+
+type endEvent struct {
+	kind ExitKind
+	err  error
+}
+
+// cpuThread is the goroutine that owns one vCPU for the VM's life: it creates
+// the vCPU on its own locked OS thread and runs every boot's loop there.
+type cpuThread struct {
+	v    *vcpu.VCPU
+	runs chan runCmd
+	gone chan struct{}
+}
+
+type runCmd struct {
+	stop <-chan struct{}
+	done chan<- error
+}
+
+// New builds the VM: it reads the kernel and initrd, checks the host,
+// creates the VM, its RAM, vCPUs, vGICv3 and devices, and loads the boot
+// images. Every error is one sentence a user can act on.
+func New(cfg Config) (*VM, error) {
+	if cfg.Start.IsZero() {
+		cfg.Start = time.Now()
+	}
+	m := &VM{cfg: cfg, log: cfg.Logger, events: make(chan endEvent, 1)}
+	if m.log == nil {
+		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := m.build(); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *VM) build() error {
+	var err error
+	if m.bootPlan, err = prepare(m.cfg); err != nil {
+		return err
+	}
+	if m.sys, err = kvm.Open(); err != nil {
+		return err
+	}
+	if max := kvm.CheckExtension(m.sys, hkvm.CapMaxVCPUs); max > 0 && m.cfg.CPUs > max {
+		return fmt.Errorf("--cpus %d is more than this host's KVM allows (KVM_CAP_MAX_VCPUS = %d)", m.cfg.CPUs, max)
+	}
+	vm, err := hkvm.CreateVM(m.sys)
+	if err != nil {
+		return fmt.Errorf("KVM_CREATE_VM: %w", err)
+	}
+	m.vm = vm
+
+	if err := m.setupPSCI(); err != nil {
+		return err
+	}
+	if m.ram, err = newGuestRAM(m.vm, RAMRegions(m.cfg.Memory)); err != nil {
+		return err
+	}
+	if err := m.createVCPUs(); err != nil {
+		return err
+	}
+	if err := m.createGIC(); err != nil {
+		return err
+	}
+	if err := m.createDevices(); err != nil {
+		return err
+	}
+	if m.dtb, err = m.deviceTree(); err != nil {
+		return fmt.Errorf("build device tree: %w", err)
+	}
+	return m.load()
+}
+
+// setupPSCI resolves the PSCI mode and installs the SMCCC filter for user
+// mode. The filter must be set before any vCPU runs.
+func (m *VM) setupPSCI() error {
+	has := kvm.HasSMCCCFilter(m.vm.File)
+	switch m.cfg.PSCI {
+	case PSCIUser:
+		if !has {
+			return errors.New("--psci user needs the SMCCC filter (Linux 6.4+ on the host); use --psci kernel or auto")
+		}
+		m.psci = PSCIUser
+	case PSCIKernel:
+		m.psci = PSCIKernel
+	default:
+		m.psci = PSCIKernel
+		if has {
+			m.psci = PSCIUser
+		}
+	}
+	if m.psci != PSCIUser {
+		return nil
+	}
+	for _, r := range psci.FilterRanges() {
+		f := kvm.SMCCCFilter{Base: r.Base, NrFunctions: r.Count, Action: kvm.SMCCCActionForward}
+		if err := kvm.SetSMCCCFilter(m.vm.File, f); err != nil {
+			return fmt.Errorf("install SMCCC filter %#x+%#x: %w", r.Base, r.Count, err)
+		}
+	}
+	return nil
+}
+
+// createVCPUs starts one goroutine per vCPU; each creates and initialises
+// its vCPU on its own locked OS thread.
+func (m *VM) createVCPUs() error {
+	target, err := kvm.PreferredTarget(m.vm.File)
+	if err != nil {
+		return fmt.Errorf("KVM_ARM_PREFERRED_TARGET: %w", err)
+	}
+	type created struct {
+		id  int
+		err error
+	}
+	ch := make(chan created, m.cfg.CPUs)
+	m.cpus = make([]*cpuThread, m.cfg.CPUs)
+	for id := range m.cpus {
+		init := target
+		init.Features[0] |= 1 << kvm.FeaturePSCI02
+		if m.psci == PSCIKernel && id != 0 {
+			// KVM's PSCI keeps secondaries off until CPU_ON.
+			init.Features[0] |= 1 << kvm.FeaturePowerOff
+		}
+		t := &cpuThread{runs: make(chan runCmd), gone: make(chan struct{})}
+		m.cpus[id] = t
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread dies with us
+			defer close(t.gone)
+			v, err := vcpu.New(m.sys, m.vm, id, init)
+			t.v = v
+			ch <- created{id, err}
+			if err != nil {
+				return
+			}
+			defer v.Close()
+			for cmd := range t.runs {
+				cmd.done <- v.Loop(cmd.stop, m)
+			}
+		}()
+	}
+	var first error
+	for range m.cpus {
+		c := <-ch
+		if c.err != nil && first == nil {
+			first = c.err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	m.timeline.CPUs = make([]CPUTimeline, len(m.cpus))
+	if m.psci == PSCIUser {
+		mpidrs := make([]uint64, len(m.cpus))
+		for i, t := range m.cpus {
+			mpidrs[i] = t.v.MPIDR()
+		}
+		return m.newPSCI(mpidrs)
+	}
+	return nil
+}
+
+// createGIC creates the in-kernel vGICv3 with one redistributor region for
+// all vCPUs (Documentation/virt/kvm/devices/arm-vgic-v3.rst).
+func (m *VM) createGIC() error {
+	gic, err := kvm.CreateDevice(m.vm.File, kvm.DevTypeARMVGICv3)
+	if err != nil {
+		return fmt.Errorf("create vGICv3: %w (this host's KVM has no GICv3 emulation; mvm needs it)", err)
+	}
+	m.gic = gic
+	dist, redist := uint64(GICDistBase), uint64(GICRedistBase)
+	nr := uint32(NrIRQs)
+	steps := []struct {
+		what  string
+		group uint32
+		attr  uint64
+		val   unsafe.Pointer
+	}{
+		{"distributor address", kvm.VGICGroupAddr, kvm.VGICv3AddrDist, unsafe.Pointer(&dist)},
+		{"redistributor address", kvm.VGICGroupAddr, kvm.VGICv3AddrRedist, unsafe.Pointer(&redist)},
+		{"number of IRQs", kvm.VGICGroupNrIRQ, 0, unsafe.Pointer(&nr)},
+		{"init", kvm.VGICGroupCtrl, kvm.VGICCtrlInit, nil},
+	}
+	for _, s := range steps {
+		if err := kvm.SetDeviceAttr(gic, s.group, s.attr, s.val); err != nil {
+			return fmt.Errorf("configure vGICv3 (%s): %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+func (m *VM) createDevices() error {
+	console := m.cfg.Console
+	if console == nil {
+		console = io.Discard
+	}
+	m.uart = devices.NewUART(console, func(level bool) {
+		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+UARTSPI, level); err != nil {
+			m.log.Warn("raise UART interrupt", "err", err)
+		}
+	})
+	m.marker = devices.NewMarker(nil)
+	if err := m.bus.Add(UARTBase, UARTSize, m.uart); err != nil {
+		return err
+	}
+	return m.bus.Add(MarkerBase, MarkerSize, m.marker)
+}
+
+func (m *VM) deviceTree() ([]byte, error) {
+	dt := DeviceTree{
+		RAM:        RAMRegions(m.cfg.Memory),
+		PSCIMethod: "hvc",
+		GICDist:    Region{GICDistBase, GICDistSize},
+		GICRedist:  Region{GICRedistBase, GICRedistSize * uint64(len(m.cpus))},
+		UART:       UARTNode{Base: UARTBase, Size: UARTSize, SPI: UARTSPI, ClockHz: 1843200},
+		BootArgs:   m.cfg.Cmdline,
+	}
+	for _, t := range m.cpus {
+		dt.CPUs = append(dt.CPUs, t.v.MPIDR())
+	}
+	if len(m.initrd.Data) > 0 {
+		dt.InitrdStart = m.place.Initrd.Base
+		dt.InitrdEnd = m.place.Initrd.End()
+	}
+	return dt.Build()
+}
+
+// load copies kernel, initrd and DTB into guest RAM.
+func (m *VM) load() error {
+	if uint64(len(m.dtb)) > m.place.DTB.Size {
+		return fmt.Errorf("device tree of %d bytes does not fit its 2 MiB slot", len(m.dtb))
+	}
+	for _, c := range []struct {
+		what string
+		at   uint64
+		data []byte
+	}{
+		{"kernel", m.place.Kernel.Base, m.kernel.Data},
+		{"initrd", m.place.Initrd.Base, m.initrd.Data},
+		{"device tree", m.place.DTB.Base, m.dtb},
+	} {
+		if len(c.data) == 0 {
+			continue
+		}
+		dst, err := m.ram.slice(c.at, uint64(len(c.data)))
+		if err != nil {
+			return fmt.Errorf("load %s: %w", c.what, err)
+		}
+		copy(dst, c.data)
+	}
+	return nil
+}
+
+// Run boots the guest and runs it until it powers off, resets (with
+// --on-reset exit), crashes, faults, or ctx ends. Reboots happen inside.
+func (m *VM) Run(ctx context.Context) (Result, error) {
+	res := Result{PSCI: m.psci}
+	stopInput := m.startConsoleInput()
+	defer stopInput()
+	for {
+		ev := m.boot(ctx)
+		res.Exit, res.Err = ev.kind, ev.err
+		if ev.kind == ExitReset && m.cfg.OnReset == ResetReboot && ctx.Err() == nil {
+			if err := m.reboot(); err != nil {
+				return res, err
+			}
+			res.Reboots++
+			m.log.Info("guest reset: rebooting", "reboots", res.Reboots)
+			continue
+		}
+		break
+	}
+	m.mu.Lock()
+	m.timeline.End = time.Now()
+	res.Timeline = m.timeline
+	res.Timeline.CPUs = append([]CPUTimeline(nil), m.timeline.CPUs...)
+	m.mu.Unlock()
+	res.Timeline.Start = m.cfg.Start
+	res.UnmappedAccesses = m.unmappedCount.Load()
+	return res, nil
+}
+
+// boot runs the vCPUs once, from power-on to the first end event.
+func (m *VM) boot(ctx context.Context) endEvent {
+	stop := make(chan struct{})
+	done := make(chan error, len(m.cpus))
+	boot := vcpu.PowerOnRequest{Entry: m.place.Entry, Context: m.place.DTB.Base, Issued: time.Now()}
+	m.cpus[0].v.PowerOn(boot)
+	if m.psci == PSCIKernel {
+		for _, t := range m.cpus[1:] {
+			t.v.PowerOn(vcpu.PowerOnRequest{InitOnly: true})
+		}
+	}
+	for _, t := range m.cpus {
+		t.runs <- runCmd{stop: stop, done: done}
+	}
+	var ev endEvent
+	running := len(m.cpus)
+	select {
+	case <-ctx.Done():
+		ev = endEvent{kind: ExitStopped, err: ctx.Err()}
+	case ev = <-m.events:
+	case err := <-done:
+		running--
+		ev = m.loopEnded(err)
+	}
+	close(stop)
+	for _, t := range m.cpus {
+		t.v.Kick()
+	}
+	// A vCPU that ignores kicks would hang us; KVM always honours
+	// immediate_exit, so this wait is bounded.
+	for ; running > 0; running-- {
+		if err := <-done; err != nil && ev.kind != ExitFault {
+			m.log.Warn("vCPU stopped with an error", "err", err)
+		}
+	}
+	// Drain an event that raced with the stop.
+	select {
+	case <-m.events:
+	default:
+	}
+	return ev
+}
+
+func (m *VM) loopEnded(err error) endEvent {
+	if err != nil {
+		return endEvent{kind: ExitFault, err: err}
+	}
+	// A loop ended cleanly without an event only when a handler halted
+	// it, which always posts the event first.
+	select {
+	case ev := <-m.events:
+		return ev
+	default:
+		return endEvent{kind: ExitFault, err: errors.New("a vCPU stopped without a reason")}
+	}
+}
+
+// end records the first guest-initiated end of the run.
+func (m *VM) end(kind ExitKind, err error) {
+	select {
+	case m.events <- endEvent{kind: kind, err: err}:
+	default:
+	}
+}
+
+// reboot puts the machine back in its power-on state: fresh RAM with the
+// boot images, PSCI state reset, timeline cleared.
+func (m *VM) reboot() error {
+	if err := m.ram.clear(); err != nil {
+		return err
+	}
+	if err := m.load(); err != nil {
+		return err
+	}
+	if m.pm != nil {
+		m.pm.Reset()
+	}
+	m.marker.Reset()
+	m.mu.Lock()
+	m.timeline.FirstRun = time.Time{}
+	m.timeline.CPUs = make([]CPUTimeline, len(m.cpus))
+	m.mu.Unlock()
+	return nil
+}
+
+// startConsoleInput forwards ConsoleIn to the UART; the returned func stops it.
+func (m *VM) startConsoleInput() func() {
+	if m.cfg.ConsoleIn == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, err := m.cfg.ConsoleIn.Read(buf)
+			p := buf[:n]
+			for len(p) > 0 {
+				room := m.uart.RxRoom()
+				if room == 0 {
+					select {
+					case <-quit:
+						return
+					case <-time.After(time.Millisecond):
+					}
+					continue
+				}
+				k := min(room, len(p))
+				m.uart.Input(p[:k])
+				p = p[k:]
+			}
+			if err != nil {
+				return
+			}
+			select {
+			case <-quit:
+				return
+			default:
+			}
+		}
+	}()
+	return func() { close(quit) }
+}
+
+// Close releases everything the VM holds.
+func (m *VM) Close() error {
+	for _, t := range m.cpus {
+		if t == nil {
+			continue
+		}
+		close(t.runs)
+		<-t.gone
+	}
+	m.cpus = nil
+	if m.ram != nil {
+		m.ram.close()
+	}
+	for _, f := range []*os.File{m.gic, m.sys} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if m.vm != nil {
+		m.vm.Close()
+	}
+	return nil
+}
+
+// GuestRAMResident is the guest RAM resident in host memory, for measuring
+// mvm's own overhead.
+func (m *VM) GuestRAMResident() (uint64, error) { return m.ram.resident() }
