@@ -1,0 +1,199 @@
+package exits
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LabeledStats is a fresh KVM stats snapshot with the vcpu label it is
+// exported under ("0", "1", ... or "vm").
+type LabeledStats struct {
+	VCPU     string
+	Snapshot *StatsSnapshot
+}
+
+// CollectorConfig says where a Collector reads its numbers. Every field is
+// optional; nothing is read before a scrape.
+type CollectorConfig struct {
+	// Recorders are the vCPUs' userspace exit recorders.
+	Recorders []*Recorder
+	// Trace is the tracepoint aggregate, when tracepoints are in use.
+	Trace *TraceAggregator
+	// KVMStats returns fresh KVM stats snapshots; it is called once per
+	// scrape. An error is reported as an invalid mvm_kvm_stat metric.
+	KVMStats func() ([]LabeledStats, error)
+}
+
+// Collector is a prometheus.Collector over exit numbers. It reads the
+// recorders, the tracepoint aggregate and the stats callback at scrape
+// time, so it needs no goroutine of its own:
+//
+//	mvm_exits_total{vcpu,source,reason}       counter
+//	mvm_exit_handle_seconds{vcpu,reason}      histogram (userspace exits)
+//	mvm_psci_calls_total{function}            counter (hypercall sub-keys)
+//	mvm_kvm_stat{vcpu,name}                   gauge, raw value of scalar stats
+//	mvm_vcpu_state{vcpu,state}                gauge, 1 for the current state
+type Collector struct {
+	mu  sync.Mutex
+	cfg CollectorConfig
+
+	exits, handle, psci, kvmStat, state *prometheus.Desc
+}
+
+// NewCollector returns a collector reading from cfg.
+func NewCollector(cfg CollectorConfig) *Collector {
+	return &Collector{
+		cfg: cfg,
+		exits: prometheus.NewDesc("mvm_exits_total",
+			"VM exits by vCPU, source (userspace: KVM_RUN returns; tracepoint: kvm:kvm_exit) and reason.",
+			[]string{"vcpu", "source", "reason"}, nil),
+		handle: prometheus.NewDesc("mvm_exit_handle_seconds",
+			"Time the VMM spent handling userspace exits, from KVM_RUN's return to the next KVM_RUN (log2 buckets).",
+			[]string{"vcpu", "reason"}, nil),
+		psci: prometheus.NewDesc("mvm_psci_calls_total",
+			"PSCI/SMCCC calls forwarded to the VMM, by function, over all vCPUs.",
+			[]string{"function"}, nil),
+		kvmStat: prometheus.NewDesc("mvm_kvm_stat",
+			"KVM binary statistics (KVM_GET_STATS_FD), raw value in the unit the name says; vcpu=\"vm\" for the VM's own.",
+			[]string{"vcpu", "name"}, nil),
+		state: prometheus.NewDesc("mvm_vcpu_state",
+			"1 for the state the vCPU is in, 0 for the others.",
+			[]string{"vcpu", "state"}, nil),
+	}
+}
+
+// AddRecorder adds a vCPU's recorder (for vCPUs created after the collector).
+func (c *Collector) AddRecorder(r *Recorder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg.Recorders = append(c.cfg.Recorders, r)
+}
+
+// SetTrace sets the tracepoint aggregate (nil to stop exporting it).
+func (c *Collector) SetTrace(a *TraceAggregator) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg.Trace = a
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.exits, c.handle, c.psci, c.kvmStat, c.state} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	cfg := c.cfg
+	cfg.Recorders = slices.Clone(cfg.Recorders)
+	c.mu.Unlock()
+
+	psci := make(map[string]uint64)
+	for _, r := range cfg.Recorders {
+		snap := r.Snapshot()
+		vcpu := strconv.Itoa(snap.VCPU)
+		for _, st := range VCPUStates() {
+			v := 0.0
+			if st == snap.State {
+				v = 1
+			}
+			c.send(ch, c.state, prometheus.GaugeValue, v, vcpu, st.String())
+		}
+		for _, k := range snap.Keys {
+			c.send(ch, c.exits, prometheus.CounterValue, float64(k.Count), vcpu, SourceUserspace, k.Name)
+			c.sendHistogram(ch, k, vcpu)
+			if k.Kind == KindHypercall {
+				fn := k.Sub
+				if fn == "" {
+					fn = "unknown"
+				}
+				psci[fn] += k.Count
+			}
+		}
+	}
+	fns := make([]string, 0, len(psci))
+	for fn := range psci {
+		fns = append(fns, fn)
+	}
+	slices.Sort(fns)
+	for _, fn := range fns {
+		c.send(ch, c.psci, prometheus.CounterValue, float64(psci[fn]), fn)
+	}
+
+	if cfg.Trace != nil {
+		for _, v := range cfg.Trace.Snapshot() {
+			vcpu := strconv.Itoa(v.VCPU)
+			for _, s := range v.Reasons {
+				c.send(ch, c.exits, prometheus.CounterValue, float64(s.Count), vcpu, SourceTracepoint, s.Reason)
+			}
+		}
+	}
+
+	if cfg.KVMStats != nil {
+		c.collectStats(ch, cfg.KVMStats)
+	}
+}
+
+func (c *Collector) collectStats(ch chan<- prometheus.Metric, get func() ([]LabeledStats, error)) {
+	sets, err := get()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.kvmStat, err)
+		return
+	}
+	slices.SortStableFunc(sets, func(a, b LabeledStats) int { return cmp.Compare(vcpuOrder(a.VCPU), vcpuOrder(b.VCPU)) })
+	seen := make(map[[2]string]bool)
+	for _, set := range sets {
+		if set.Snapshot == nil || set.Snapshot.Layout == nil {
+			continue
+		}
+		for i, d := range set.Snapshot.Layout.Descs {
+			vs := set.Snapshot.Values(i)
+			if d.IsHistogram() || len(vs) == 0 {
+				continue
+			}
+			// A duplicate (vcpu, name) pair would make the whole scrape
+			// fail; KVM never repeats a name, a corrupt file might.
+			key := [2]string{set.VCPU, d.Name}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			c.send(ch, c.kvmStat, prometheus.GaugeValue, float64(vs[0]), set.VCPU, d.Name)
+		}
+	}
+}
+
+func (c *Collector) send(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
+}
+
+// sendHistogram exports a key's log2 buckets: bucket i holds durations
+// below 2^i ns, so its inclusive upper bound le is 2^i ns; the last, open
+// bucket is the implicit +Inf.
+func (c *Collector) sendHistogram(ch chan<- prometheus.Metric, k KeyStats, vcpu string) {
+	buckets := make(map[float64]uint64, NumBuckets-1)
+	var cum uint64
+	for i := 0; i < NumBuckets-1; i++ {
+		cum += k.Buckets[i]
+		buckets[math.Ldexp(1, i)/1e9] = cum
+	}
+	// The count is the buckets' total rather than k.Count so that a scrape
+	// racing with Record still exports a consistent histogram.
+	cum += k.Buckets[NumBuckets-1]
+	m, err := prometheus.NewConstHistogram(c.handle, cum, float64(k.SumNS)/1e9, buckets, vcpu, k.Name)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(c.handle, err)
+	}
+	ch <- m
+}

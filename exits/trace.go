@@ -1,0 +1,346 @@
+package exits
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync"
+)
+
+// TraceKind is the kind of a tracepoint record.
+type TraceKind uint8
+
+// Trace record kinds.
+const (
+	// TraceEntry is a kvm:kvm_entry sample: the thread enters the guest.
+	TraceEntry TraceKind = iota
+	// TraceExit is a kvm:kvm_exit sample: the guest exited to the host.
+	TraceExit
+	// TraceLost says the kernel dropped Lost records of the thread's
+	// buffer (PERF_RECORD_LOST) at about Time.
+	TraceLost
+)
+
+// TraceEvent is one decoded tracepoint record.
+type TraceEvent struct {
+	Kind TraceKind
+	// TID is the thread the record belongs to, CPU the CPU it was taken
+	// on, Time its CLOCK_MONOTONIC timestamp in nanoseconds.
+	TID  int
+	CPU  int
+	Time uint64
+	// Code and Sub are the exit's raw reason fields for TraceExit (see
+	// Namer.CodeField and SubField).
+	Code, Sub uint64
+	// Lost is the number of records lost, for TraceLost.
+	Lost uint64
+}
+
+// TraceStats are the numbers of one (vCPU, reason).
+type TraceStats struct {
+	Reason string
+	// Count is the number of kvm_exit samples.
+	Count uint64
+	// Guest time: previous kvm_entry -> this kvm_exit. GuestCount exits had
+	// a preceding entry on the same thread (the first exit after attaching
+	// or after lost records has none).
+	GuestCount                         uint64
+	GuestSumNS, GuestMinNS, GuestMaxNS uint64
+	// Handle time: this kvm_exit -> the next kvm_entry. HandleCount exits
+	// were followed by an entry (the last exit of a thread is not).
+	HandleCount                           uint64
+	HandleSumNS, HandleMinNS, HandleMaxNS uint64
+}
+
+func (s *TraceStats) addGuest(ns uint64) {
+	if s.GuestCount == 0 || ns < s.GuestMinNS {
+		s.GuestMinNS = ns
+	}
+	if ns > s.GuestMaxNS {
+		s.GuestMaxNS = ns
+	}
+	s.GuestCount++
+	s.GuestSumNS += ns
+}
+
+func (s *TraceStats) addHandle(ns uint64) {
+	if s.HandleCount == 0 || ns < s.HandleMinNS {
+		s.HandleMinNS = ns
+	}
+	if ns > s.HandleMaxNS {
+		s.HandleMaxNS = ns
+	}
+	s.HandleCount++
+	s.HandleSumNS += ns
+}
+
+func (s *TraceStats) merge(o *TraceStats) {
+	s.Count += o.Count
+	if o.GuestCount > 0 {
+		if s.GuestCount == 0 || o.GuestMinNS < s.GuestMinNS {
+			s.GuestMinNS = o.GuestMinNS
+		}
+		s.GuestMaxNS = max(s.GuestMaxNS, o.GuestMaxNS)
+		s.GuestCount += o.GuestCount
+		s.GuestSumNS += o.GuestSumNS
+	}
+	if o.HandleCount > 0 {
+		if s.HandleCount == 0 || o.HandleMinNS < s.HandleMinNS {
+			s.HandleMinNS = o.HandleMinNS
+		}
+		s.HandleMaxNS = max(s.HandleMaxNS, o.HandleMaxNS)
+		s.HandleCount += o.HandleCount
+		s.HandleSumNS += o.HandleSumNS
+	}
+}
+
+// threadState is the pairing state of one thread, as perf kvm stat keeps
+// per vcpu_event_record.
+type threadState struct {
+	vcpu int
+	// entry: time of the last kvm_entry not yet closed by an exit.
+	entry    uint64
+	hasEntry bool
+	// pending: the last exit not yet closed by an entry.
+	pending    *TraceStats
+	pendingAt  uint64
+	hasPending bool
+	last       uint64
+}
+
+// TraceVCPU is the aggregate of one vCPU (VCPU -1 gathers threads that
+// were never mapped to a vCPU).
+type TraceVCPU struct {
+	VCPU int
+	// Reasons holds one entry per reason seen.
+	Reasons []TraceStats
+	// Entries counts kvm_entry samples.
+	Entries uint64
+	// Lost is the number of records the kernel dropped; with Lost > 0
+	// every count is a lower bound.
+	Lost uint64
+	// Reordered counts records older than one already processed for the
+	// same thread (they are counted but not timed).
+	Reordered uint64
+}
+
+// TraceAggregator pairs kvm_entry and kvm_exit samples per thread and
+// aggregates them per vCPU and reason. It is safe for concurrent use: a
+// reader goroutine feeds it while metrics scrapes read it.
+type TraceAggregator struct {
+	namer Namer
+
+	mu      sync.Mutex
+	vcpus   map[int]int // tid -> vCPU
+	threads map[int]*threadState
+	stats   map[int]map[string]*TraceStats // vCPU -> reason -> stats
+	totals  map[int]*TraceVCPU             // vCPU -> counters besides reasons
+}
+
+// NewTraceAggregator returns an aggregator naming exits with n.
+func NewTraceAggregator(n Namer) *TraceAggregator {
+	return &TraceAggregator{
+		namer:   n,
+		vcpus:   make(map[int]int),
+		threads: make(map[int]*threadState),
+		stats:   make(map[int]map[string]*TraceStats),
+		totals:  make(map[int]*TraceVCPU),
+	}
+}
+
+// Namer is the namer the aggregator was made with.
+func (a *TraceAggregator) Namer() Namer { return a.namer }
+
+// SetVCPU attributes thread tid to vCPU vcpu from now on.
+func (a *TraceAggregator) SetVCPU(tid, vcpu int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.vcpus[tid] = vcpu
+	if t, ok := a.threads[tid]; ok {
+		t.vcpu = vcpu
+	}
+}
+
+// Add feeds a batch of records. The batch is processed in time order (a
+// stable sort, since buffers of different CPUs or threads interleave);
+// within one thread, records should arrive in time order across batches,
+// and older ones are counted but not timed.
+func (a *TraceAggregator) Add(evs []TraceEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	sorted := slices.Clone(evs)
+	slices.SortStableFunc(sorted, func(x, y TraceEvent) int { return cmp.Compare(x.Time, y.Time) })
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range sorted {
+		a.add(&sorted[i])
+	}
+}
+
+func (a *TraceAggregator) thread(tid int) *threadState {
+	t, ok := a.threads[tid]
+	if !ok {
+		vcpu, mapped := a.vcpus[tid]
+		if !mapped {
+			vcpu = -1
+		}
+		t = &threadState{vcpu: vcpu}
+		a.threads[tid] = t
+	}
+	return t
+}
+
+func (a *TraceAggregator) vcpuTotals(vcpu int) *TraceVCPU {
+	v, ok := a.totals[vcpu]
+	if !ok {
+		v = &TraceVCPU{VCPU: vcpu}
+		a.totals[vcpu] = v
+	}
+	return v
+}
+
+func (a *TraceAggregator) reason(vcpu int, name string) *TraceStats {
+	m, ok := a.stats[vcpu]
+	if !ok {
+		m = make(map[string]*TraceStats)
+		a.stats[vcpu] = m
+	}
+	s, ok := m[name]
+	if !ok {
+		s = &TraceStats{Reason: name}
+		m[name] = s
+	}
+	return s
+}
+
+func (a *TraceAggregator) add(ev *TraceEvent) {
+	t := a.thread(ev.TID)
+	tot := a.vcpuTotals(t.vcpu)
+	inOrder := ev.Time >= t.last
+	if !inOrder {
+		tot.Reordered++
+	} else {
+		t.last = ev.Time
+	}
+	switch ev.Kind {
+	case TraceLost:
+		// Whatever was lost may have been an entry or an exit: no
+		// interval spanning the gap can be trusted.
+		tot.Lost += ev.Lost
+		t.hasEntry, t.hasPending, t.pending = false, false, nil
+	case TraceEntry:
+		tot.Entries++
+		if !inOrder {
+			return
+		}
+		if t.hasPending && ev.Time >= t.pendingAt {
+			t.pending.addHandle(ev.Time - t.pendingAt)
+		}
+		t.hasPending, t.pending = false, nil
+		t.entry, t.hasEntry = ev.Time, true
+	case TraceExit:
+		s := a.reason(t.vcpu, a.namer.ExitName(ev.Code, ev.Sub))
+		s.Count++
+		if !inOrder {
+			return
+		}
+		if t.hasEntry && ev.Time >= t.entry {
+			s.addGuest(ev.Time - t.entry)
+		}
+		t.hasEntry = false
+		t.pending, t.pendingAt, t.hasPending = s, ev.Time, true
+	}
+}
+
+// Snapshot returns a copy of the aggregate, vCPUs in ascending order and
+// reasons by count, descending.
+func (a *TraceAggregator) Snapshot() []TraceVCPU {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]int, 0, len(a.totals))
+	for id := range a.totals {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]TraceVCPU, 0, len(ids))
+	for _, id := range ids {
+		v := *a.totals[id]
+		v.Reasons = nil
+		for _, s := range a.stats[id] {
+			v.Reasons = append(v.Reasons, *s)
+		}
+		sortTraceStats(v.Reasons)
+		out = append(out, v)
+	}
+	return out
+}
+
+// TotalTrace merges per-vCPU aggregates into one (VCPU -1).
+func TotalTrace(vs []TraceVCPU) TraceVCPU {
+	tot := TraceVCPU{VCPU: -1}
+	byName := make(map[string]*TraceStats)
+	for _, v := range vs {
+		tot.Entries += v.Entries
+		tot.Lost += v.Lost
+		tot.Reordered += v.Reordered
+		for i := range v.Reasons {
+			r := &v.Reasons[i]
+			s, ok := byName[r.Reason]
+			if !ok {
+				s = &TraceStats{Reason: r.Reason}
+				byName[r.Reason] = s
+			}
+			s.merge(r)
+		}
+	}
+	for _, s := range byName {
+		tot.Reasons = append(tot.Reasons, *s)
+	}
+	sortTraceStats(tot.Reasons)
+	return tot
+}
+
+// Count is the number of kvm_exit samples of one reason (0 if none).
+func (v TraceVCPU) Count(reason string) uint64 {
+	for _, r := range v.Reasons {
+		if r.Reason == reason {
+			return r.Count
+		}
+	}
+	return 0
+}
+
+// Exits is the number of kvm_exit samples of every reason.
+func (v TraceVCPU) Exits() uint64 {
+	var n uint64
+	for _, r := range v.Reasons {
+		n += r.Count
+	}
+	return n
+}
+
+func sortTraceStats(rs []TraceStats) {
+	slices.SortFunc(rs, func(x, y TraceStats) int {
+		if c := cmp.Compare(y.Count, x.Count); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Reason, y.Reason)
+	})
+}
+
+// meanNS divides without panicking on zero.
+func meanNS(sum, n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	return sum / n
+}
+
+// minOrZero maps "no sample" minima to 0.
+func minOrZero(v uint64) uint64 {
+	if v == math.MaxUint64 {
+		return 0
+	}
+	return v
+}
