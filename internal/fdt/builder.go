@@ -199,15 +199,15 @@ func (b *Builder) PropBytes(name string, value []byte) {
 }
 
 // PropEmpty adds a property with no value, used for true/false properties
-// such as interrupt-controller (section 2.2.4.2, <empty>).
+// such as interrupt-controller (section 2.2.4, <empty>).
 func (b *Builder) PropEmpty(name string) { b.PropBytes(name, nil) }
 
 // PropU32 adds a property holding one big-endian 32-bit cell (<u32>,
-// section 2.2.4.2).
+// section 2.2.4).
 func (b *Builder) PropU32(name string, v uint32) { b.PropCells(name, v) }
 
 // PropU64 adds a property holding one 64-bit value as two cells, most
-// significant first (<u64>, section 2.2.4.2).
+// significant first (<u64>, section 2.2.4).
 func (b *Builder) PropU64(name string, v uint64) { b.PropU64s(name, v) }
 
 // PropCells adds a property holding a list of 32-bit cells
@@ -232,12 +232,12 @@ func (b *Builder) PropU64s(name string, vals ...uint64) {
 }
 
 // PropString adds a NUL-terminated string property (<string>, section
-// 2.2.4.2). The string itself must not contain NUL.
+// 2.2.4). The string itself must not contain NUL.
 func (b *Builder) PropString(name, s string) {
 	b.PropStrings(name, s)
 }
 
-// PropStrings adds a string list property (<stringlist>, section 2.2.4.2),
+// PropStrings adds a string list property (<stringlist>, section 2.2.4),
 // such as compatible = "arm,psci-1.0", "arm,psci-0.2". Each string is
 // NUL-terminated; none may contain NUL, and the list must not be empty.
 func (b *Builder) PropStrings(name string, ss ...string) {

@@ -16,6 +16,7 @@ package fdt
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 )
 
 // Header constants from Devicetree Specification v0.4 section 5.2.
@@ -48,7 +49,7 @@ const reserveEntrySize = 16
 
 // maxNameLen is the longest node-name (without unit address) and the longest
 // property name the specification allows: "1 to 31 characters"
-// (sections 2.2.1 and 2.2.4.1).
+// (sections 2.2.1 and 2.2.4).
 const maxNameLen = 31
 
 // Header is the decoded fdt_header of a blob (section 5.2). All offsets are
@@ -101,7 +102,7 @@ func decodeHeader(b []byte) Header {
 func align4(n int) int { return (n + 3) &^ 3 }
 
 // isNameChar reports whether c may appear in a node name: the characters of
-// Table 2.1 in section 2.2.1 (digits, letters, and , . _ + -).
+// section 2.2.1 (digits, letters, and , . _ + -).
 func isNameChar(c byte) bool {
 	switch {
 	case c >= '0' && c <= '9', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
@@ -113,19 +114,19 @@ func isNameChar(c byte) bool {
 }
 
 // isPropNameChar reports whether c may appear in a property name: the
-// characters of Table 2.2 in section 2.2.4.1, which adds ? and # to the node
+// characters of section 2.2.4, which adds ? and # to the node
 // name set.
 func isPropNameChar(c byte) bool {
 	return isNameChar(c) || c == '?' || c == '#'
 }
 
 // checkNodeName validates a non-root node name "node-name[@unit-address]"
-// against section 2.2.1: node-name is 1 to 31 characters from Table 2.1 and
+// against section 2.2.1: node-name is 1 to 31 characters from the node-name set and
 // starts with a letter; the unit address, when present, is one or more
 // characters from the same table. The root node's empty name is handled by
 // the callers, which know the depth.
 func checkNodeName(name string) error {
-	base, unit, hasUnit := cut(name, '@')
+	base, unit, hasUnit := strings.Cut(name, "@")
 	if base == "" {
 		return fmt.Errorf("node name %q has an empty node-name part (Devicetree spec 2.2.1)", name)
 	}
@@ -153,29 +154,19 @@ func checkNodeName(name string) error {
 	return nil
 }
 
-// checkPropName validates a property name against section 2.2.4.1: 1 to 31
-// characters from Table 2.2.
+// checkPropName validates a property name against section 2.2.4: 1 to 31
+// characters from the property-name set.
 func checkPropName(name string) error {
 	if name == "" {
-		return fmt.Errorf("property name is empty (Devicetree spec 2.2.4.1)")
+		return fmt.Errorf("property name is empty (Devicetree spec 2.2.4)")
 	}
 	if len(name) > maxNameLen {
-		return fmt.Errorf("property name %q is %d characters, the limit is %d (Devicetree spec 2.2.4.1)", name, len(name), maxNameLen)
+		return fmt.Errorf("property name %q is %d characters, the limit is %d (Devicetree spec 2.2.4)", name, len(name), maxNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		if !isPropNameChar(name[i]) {
-			return fmt.Errorf("property name %q contains %q, not allowed in a property name (Devicetree spec 2.2.4.1)", name, name[i])
+			return fmt.Errorf("property name %q contains %q, not allowed in a property name (Devicetree spec 2.2.4)", name, name[i])
 		}
 	}
 	return nil
-}
-
-// cut splits s around the first sep, like strings.Cut for a single byte.
-func cut(s string, sep byte) (before, after string, found bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == sep {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }

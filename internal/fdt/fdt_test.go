@@ -171,6 +171,15 @@ func TestTypedProps(t *testing.T) {
 	if _, err := r.Prop("g").Strings(); err == nil {
 		t.Errorf("Strings on empty value succeeded")
 	}
+	// An absent property is a nil *Property; decoding it is an error, not
+	// a panic, so lookups chain.
+	missing := tree.Lookup("/no/such").Prop("x")
+	if _, err := missing.U32(); err == nil || !strings.Contains(err.Error(), "not present") {
+		t.Errorf("U32 on a missing property: %v", err)
+	}
+	if _, err := missing.Str(); err == nil {
+		t.Errorf("Str on a missing property succeeded")
+	}
 }
 
 func TestStringsDeduplicated(t *testing.T) {

@@ -42,7 +42,7 @@ type Property struct {
 // reservation block without its terminator (5.3.2), unknown or misplaced
 // tokens, non-zero padding, a property after a subnode, FDT_END not last
 // (5.4), a name offset outside the strings block (5.5), invalid or
-// duplicate node and property names (2.2.1, 2.2.4.1). Bytes after
+// duplicate node and property names (2.2.1, 2.2.4). Bytes after
 // totalsize are ignored, as a blob may sit in a larger buffer.
 func Parse(blob []byte) (*Tree, error) {
 	if len(blob) < HeaderSize {
@@ -323,7 +323,8 @@ func (n *Node) Child(name string) *Node {
 	return nil
 }
 
-// Prop returns the named property, or nil.
+// Prop returns the named property, or nil. The decoding methods accept the
+// nil result and report the property as not present.
 func (n *Node) Prop(name string) *Property {
 	if n == nil {
 		return nil
@@ -355,8 +356,22 @@ func (t *Tree) Lookup(path string) *Node {
 	return n
 }
 
+// errMissingProp is what the decoders return when called on the nil
+// *Property that Node.Prop returns for an absent property, so lookups can
+// be chained without a panic.
+const errMissingProp = fdtError("fdt: property not present")
+
+// fdtError is a constant error type, so the sentinel above needs no
+// package-level variable.
+type fdtError string
+
+func (e fdtError) Error() string { return string(e) }
+
 // U32 decodes a <u32> value.
 func (p *Property) U32() (uint32, error) {
+	if p == nil {
+		return 0, errMissingProp
+	}
 	if len(p.Value) != 4 {
 		return 0, fmt.Errorf("fdt: property %q is %d bytes, not a 4-byte <u32>", p.Name, len(p.Value))
 	}
@@ -365,6 +380,9 @@ func (p *Property) U32() (uint32, error) {
 
 // U64 decodes a <u64> value (two cells, most significant first).
 func (p *Property) U64() (uint64, error) {
+	if p == nil {
+		return 0, errMissingProp
+	}
 	if len(p.Value) != 8 {
 		return 0, fmt.Errorf("fdt: property %q is %d bytes, not an 8-byte <u64>", p.Name, len(p.Value))
 	}
@@ -373,6 +391,9 @@ func (p *Property) U64() (uint64, error) {
 
 // Cells decodes the value as 32-bit big-endian cells.
 func (p *Property) Cells() ([]uint32, error) {
+	if p == nil {
+		return nil, errMissingProp
+	}
 	if len(p.Value)%4 != 0 {
 		return nil, fmt.Errorf("fdt: property %q is %d bytes, not a whole number of 32-bit cells", p.Name, len(p.Value))
 	}
@@ -385,6 +406,9 @@ func (p *Property) Cells() ([]uint32, error) {
 
 // U64s decodes the value as 64-bit big-endian values (pairs of cells).
 func (p *Property) U64s() ([]uint64, error) {
+	if p == nil {
+		return nil, errMissingProp
+	}
 	if len(p.Value)%8 != 0 {
 		return nil, fmt.Errorf("fdt: property %q is %d bytes, not a whole number of 64-bit values", p.Name, len(p.Value))
 	}
@@ -397,6 +421,9 @@ func (p *Property) U64s() ([]uint64, error) {
 
 // Strings decodes a <stringlist> (or a single <string>, a list of one).
 func (p *Property) Strings() ([]string, error) {
+	if p == nil {
+		return nil, errMissingProp
+	}
 	if len(p.Value) == 0 || p.Value[len(p.Value)-1] != 0 {
 		return nil, fmt.Errorf("fdt: property %q is not a NUL-terminated string list", p.Name)
 	}
