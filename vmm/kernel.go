@@ -59,7 +59,7 @@ func parseKernel(f BootFile) (Kernel, error) {
 		return k, nil
 	}
 	if !errors.Is(err, ErrNotImage) {
-		return k, err
+		return k, fmt.Errorf("kernel %s: %w", f.Path, err)
 	}
 	d := f.Data
 	switch {

@@ -58,16 +58,6 @@ func (g *guestRAM) contains(addr uint64) bool {
 	return err == nil
 }
 
-// clear zeroes RAM (for a reboot) by replacing the pages with fresh ones.
-func (g *guestRAM) clear() error {
-	for _, m := range g.mem {
-		if err := unix.Madvise(m, unix.MADV_DONTNEED); err != nil {
-			return fmt.Errorf("clear guest RAM: %w", err)
-		}
-	}
-	return nil
-}
-
 // resident returns the bytes of guest RAM that are resident in host memory.
 func (g *guestRAM) resident() (uint64, error) {
 	var total uint64

@@ -401,12 +401,10 @@ func (m *VM) end(kind ExitKind, err error) {
 	}
 }
 
-// reboot puts the machine back in its power-on state: fresh RAM with the
-// boot images, PSCI state reset, timeline cleared.
+// reboot puts the machine back in its power-on state: the boot images
+// reloaded, PSCI state reset, timeline cleared. Like a warm reset of real
+// hardware, the rest of RAM keeps its contents.
 func (m *VM) reboot() error {
-	if err := m.ram.clear(); err != nil {
-		return err
-	}
 	if err := m.load(); err != nil {
 		return err
 	}

@@ -1,0 +1,54 @@
+package guest
+
+import (
+	"fmt"
+	"os"
+)
+
+// TestInit is the /init of mvm's Linux test guests (busybox sh). It mounts
+// the usual filesystems, writes the userspace boot marker, prints the lines
+// the tests and benchmarks read, runs an optional command and powers off.
+// Kernel command-line parameters it understands (the kernel passes unknown
+// name=value parameters to init's environment):
+//
+//	mvm.delay_ms=N   sleep N ms before the userspace marker (A/B tests)
+//	mvm.cmd=...      not supported: use the script file /mvm-cmd if present
+const TestInit = `#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /bin /sbin /usr/bin /usr/sbin /tmp
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+delay=$(sed -n 's/.*mvm.delay_ms=\([0-9]*\).*/\1/p' /proc/cmdline)
+if [ -n "$delay" ]; then usleep $((delay * 1000)); fi
+# Userspace reached: code 0x41 to mvm's boot-marker device.
+devmem 0x09010000 8 0x41 2>/dev/null || echo "mvm-guest: boot marker write failed"
+echo "mvm-guest: nproc $(nproc)"
+echo "mvm-guest: online $(cat /sys/devices/system/cpu/online)"
+dmesg | grep -m1 'smp: Brought up' | sed 's/^\[[^]]*\] */mvm-guest: kernel: /'
+if [ -x /mvm-cmd ]; then /mvm-cmd; fi
+echo "mvm-guest: poweroff"
+poweroff -f
+`
+
+// TestInitramfs builds the gzip-compressed initramfs of a Linux test guest
+// from a static busybox binary, with TestInit as /init.
+func TestInitramfs(busyboxPath string) ([]byte, error) {
+	a := NewInitramfs()
+	if err := a.AddHostFile("bin/busybox", busyboxPath); err != nil {
+		return nil, fmt.Errorf("test initramfs: %w", err)
+	}
+	if err := a.AddFile("init", []byte(TestInit), 0o755); err != nil {
+		return nil, err
+	}
+	return a.Gzip()
+}
+
+// WriteTestInitramfs writes TestInitramfs(busyboxPath) to path.
+func WriteTestInitramfs(busyboxPath, path string) error {
+	b, err := TestInitramfs(busyboxPath)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,132 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRebootTwice: with --on-reset reboot the payload resets twice and
+// powers off on its third boot, all in one mvm process.
+func TestRebootTwice(t *testing.T) {
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "reboot.bin"), "--on-reset", "reboot")
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	if want := "boot 1\nboot 2\nboot 3\n"; r.stdout != want {
+		t.Errorf("console %q, want %q", r.stdout, want)
+	}
+}
+
+// TestResetExits: by default a guest reset ends mvm with status 0.
+func TestResetExits(t *testing.T) {
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "reboot.bin"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	if r.stdout != "boot 1\n" {
+		t.Errorf("console %q, want one boot", r.stdout)
+	}
+}
+
+// TestSignalStopsSpinningGuest: SIGINT/SIGTERM stop a guest that spins
+// with interrupts masked (it never exits to mvm by itself) within a second.
+func TestSignalStopsSpinningGuest(t *testing.T) {
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			cmd := exec.Command(env(t, "MVM_BIN"), "run", "--kernel", payload(t, "spin.bin"), "--cpus", "2")
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until the guest runs its loop.
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(out.String(), "spinning") && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond)
+			sent := time.Now()
+			cmd.Process.Signal(c.sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("mvm did not stop within 10 s of %v", c.sig)
+			}
+			took := time.Since(sent)
+			t.Logf("stopped %v after %v", c.sig, took)
+			if took > time.Second {
+				t.Errorf("mvm took %v to stop after %v, want under 1 s", took, c.sig)
+			}
+			if got := cmd.ProcessState.ExitCode(); got != c.code {
+				t.Errorf("exit status %d, want %d (stderr %q)", got, c.code, errb.String())
+			}
+		})
+	}
+}
+
+func TestBadInputRun(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.img")
+	f, _ := os.Create(big)
+	f.Truncate(64 << 20) // larger than --memory 32M
+	f.Close()
+	unreadable := filepath.Join(dir, "secret.img")
+	os.WriteFile(unreadable, []byte("x"), 0o000)
+	hello := payload(t, "hello.bin")
+	kernel := env(t, "MVM_LINUX")
+	cases := []struct {
+		name  string
+		args  []string
+		code  int
+		want  string
+		asUID int
+	}{
+		{"initrd larger than memory", []string{"run", "--kernel", hello, "--initrd", big, "--memory", "32M"}, 1, "give more --memory", 0},
+		{"kernel plus initrd too big", []string{"run", "--kernel", kernel, "--initrd", big, "--memory", "80M"}, 1, "--memory", 0},
+		{"cpus above host max", []string{"run", "--kernel", hello, "--cpus", "100000"}, 2, "--cpus", 0},
+		{"unknown psci", []string{"run", "--kernel", hello, "--psci", "firmware"}, 2, "--psci", 0},
+		{"missing initrd", []string{"run", "--kernel", hello, "--initrd", filepath.Join(dir, "none")}, 1, "does not exist", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			oneLineError(t, mvm(t, 30*time.Second, c.args...), c.code, c.want)
+		})
+	}
+	// Root reads any file, so prove the unreadable case as an unprivileged
+	// user (the test starts as root in the lab).
+	t.Run("unreadable initrd", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			oneLineError(t, mvm(t, 30*time.Second, "run", "--kernel", hello, "--initrd", unreadable), 1, "permission denied")
+			return
+		}
+		pub, err := os.MkdirTemp("", "unreadable-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(pub)
+		os.Chmod(pub, 0o755)
+		k := filepath.Join(pub, "hello.bin")
+		data, _ := os.ReadFile(hello)
+		os.WriteFile(k, data, 0o644)
+		secret := filepath.Join(pub, "secret.img")
+		os.WriteFile(secret, []byte("x"), 0o000)
+		r := mvmCmd(t, 30*time.Second, func(c *exec.Cmd) {
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		}, "run", "--kernel", k, "--initrd", secret)
+		oneLineError(t, r, 1, "permission denied")
+	})
+}

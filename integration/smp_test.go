@@ -1,0 +1,201 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smpOutput is what guest/payloads/smp.s printed, parsed.
+type smpOutput struct {
+	lines []string
+
+	version                  uint64
+	haveVersion              bool
+	featCPUOn, featMigrate   *int64
+	cpus                     int
+	cpuMPIDR, cpuX0          map[int]uint64 // "cpu k mpidr .. x0 .." by k
+	cpuLines                 map[int]int    // how many "cpu k" lines per k
+	spinMPIDR, spinX0        uint64
+	haveSpin                 bool
+	onSpin, onAgain, onInval *int64
+	affinityCPU1             *int64
+	done                     bool
+	errors                   []string // lines starting with "error", "cpu_on K ret" lines
+	unknown                  []string
+}
+
+var (
+	reVersion  = regexp.MustCompile(`^psci version 0x([0-9a-f]+)$`)
+	reFeature  = regexp.MustCompile(`^features (cpu_on|migrate) (-?\d+)$`)
+	reCPUs     = regexp.MustCompile(`^cpus (\d+)$`)
+	reCPU      = regexp.MustCompile(`^cpu (\d+) mpidr 0x([0-9a-f]+) x0 0x([0-9a-f]+)$`)
+	reSpin     = regexp.MustCompile(`^spin cpu1 mpidr 0x([0-9a-f]+) x0 0x([0-9a-f]+)$`)
+	reOnFailed = regexp.MustCompile(`^cpu_on (\d+) ret (-?\d+)$`)
+	reOnNamed  = regexp.MustCompile(`^cpu_on (spin|again|invalid) ret (-?\d+)$`)
+	reAffinity = regexp.MustCompile(`^affinity cpu1 (-?\d+)$`)
+)
+
+func parseSMP(t *testing.T, stdout string) smpOutput {
+	t.Helper()
+	o := smpOutput{cpuMPIDR: map[int]uint64{}, cpuX0: map[int]uint64{}, cpuLines: map[int]int{}}
+	hex := func(s string) uint64 {
+		v, err := strconv.ParseUint(s, 16, 64)
+		if err != nil {
+			t.Fatalf("bad hex %q: %v", s, err)
+		}
+		return v
+	}
+	dec := func(s string) int64 {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("bad decimal %q: %v", s, err)
+		}
+		return v
+	}
+	ptr := func(s string) *int64 { v := dec(s); return &v }
+	o.lines = strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	for _, l := range o.lines {
+		l = strings.TrimRight(l, "\r")
+		if m := reVersion.FindStringSubmatch(l); m != nil {
+			o.version, o.haveVersion = hex(m[1]), true
+		} else if m := reFeature.FindStringSubmatch(l); m != nil {
+			if m[1] == "cpu_on" {
+				o.featCPUOn = ptr(m[2])
+			} else {
+				o.featMigrate = ptr(m[2])
+			}
+		} else if m := reCPUs.FindStringSubmatch(l); m != nil {
+			o.cpus = int(dec(m[1]))
+		} else if m := reCPU.FindStringSubmatch(l); m != nil {
+			k := int(dec(m[1]))
+			o.cpuLines[k]++
+			o.cpuMPIDR[k], o.cpuX0[k] = hex(m[2]), hex(m[3])
+		} else if m := reSpin.FindStringSubmatch(l); m != nil {
+			o.spinMPIDR, o.spinX0, o.haveSpin = hex(m[1]), hex(m[2]), true
+		} else if m := reOnNamed.FindStringSubmatch(l); m != nil {
+			switch m[1] {
+			case "spin":
+				o.onSpin = ptr(m[2])
+			case "again":
+				o.onAgain = ptr(m[2])
+			case "invalid":
+				o.onInval = ptr(m[2])
+			}
+		} else if m := reAffinity.FindStringSubmatch(l); m != nil {
+			o.affinityCPU1 = ptr(m[1])
+		} else if l == "smp test done" {
+			o.done = true
+		} else if strings.HasPrefix(l, "error") || reOnFailed.MatchString(l) {
+			o.errors = append(o.errors, l)
+		} else {
+			o.unknown = append(o.unknown, l)
+		}
+	}
+	return o
+}
+
+// kvmMPIDR is KVM's default MPIDR affinity for vCPU k.
+func kvmMPIDR(k int) uint64 {
+	return uint64(k&0xf) | uint64((k>>4)&0xff)<<8 | uint64((k>>12)&0xff)<<16
+}
+
+func checkInt(t *testing.T, name string, got *int64, want int64) {
+	t.Helper()
+	switch {
+	case got == nil:
+		t.Errorf("no %q line", name)
+	case *got != want:
+		t.Errorf("%s = %d, want %d", name, *got, want)
+	}
+}
+
+// TestSMP boots guest/payloads/smp.s on N vCPUs: PSCI version and features,
+// vCPU count by AFFINITY_INFO, parallel CPU_ON of every secondary with its
+// own context_id, CPU_OFF, ALREADY_ON for a running vCPU, INVALID_PARAMETERS
+// for a missing one, SYSTEM_OFF with a vCPU still running. Both PSCI modes
+// must give the same answers.
+func TestSMP(t *testing.T) {
+	cases := []struct {
+		cpus    int
+		mode    string
+		timeout time.Duration
+	}{
+		{4, "user", 2 * time.Minute},
+		{4, "kernel", 2 * time.Minute},
+		{128, "user", 10 * time.Minute},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/%d", c.mode, c.cpus), func(t *testing.T) {
+			r := mvm(t, c.timeout, "run", "--kernel", payload(t, "smp.bin"),
+				"--cpus", strconv.Itoa(c.cpus), "--psci", c.mode)
+			defer func() {
+				if t.Failed() {
+					t.Logf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+				}
+			}()
+			if r.code != 0 {
+				t.Errorf("exit status %d, want 0 (SYSTEM_OFF)", r.code)
+			}
+			o := parseSMP(t, r.stdout)
+			for _, l := range o.errors {
+				t.Errorf("guest reported: %s", l)
+			}
+			for _, l := range o.unknown {
+				t.Errorf("unexpected console line %q", l)
+			}
+			if !o.haveVersion {
+				t.Errorf("no psci version line")
+			} else if o.version != 0x10001 {
+				t.Errorf("PSCI_VERSION = %#x, want 0x10001 (1.1)", o.version)
+			}
+			checkInt(t, "features cpu_on", o.featCPUOn, 0)
+			checkInt(t, "features migrate", o.featMigrate, -1)
+			if o.cpus != c.cpus {
+				t.Errorf("the guest counted %d vCPUs, want %d", o.cpus, c.cpus)
+			}
+			if len(o.cpuLines) != c.cpus-1 {
+				t.Errorf("%d secondaries reported, want %d", len(o.cpuLines), c.cpus-1)
+			}
+			for k := 1; k < c.cpus; k++ {
+				switch n := o.cpuLines[k]; {
+				case n == 0:
+					t.Errorf("secondary %d did not report", k)
+					continue
+				case n > 1:
+					t.Errorf("secondary %d reported %d times", k, n)
+				}
+				if got, want := o.cpuMPIDR[k], kvmMPIDR(k); got != want {
+					t.Errorf("secondary %d: MPIDR affinity %#x, want %#x", k, got, want)
+				}
+				if got, want := o.cpuX0[k], uint64(0x1000+k); got != want {
+					t.Errorf("secondary %d: X0 on entry %#x, want the context_id %#x", k, got, want)
+				}
+			}
+			for k := range o.cpuLines {
+				if k < 1 || k >= c.cpus {
+					t.Errorf("a line for secondary %d, which does not exist", k)
+				}
+			}
+			if c.cpus > 1 {
+				checkInt(t, "cpu_on spin ret", o.onSpin, 0)
+				if !o.haveSpin {
+					t.Errorf("no 'spin cpu1' line: vCPU 1 did not start a second time")
+				} else if o.spinMPIDR != kvmMPIDR(1) || o.spinX0 != 0x2001 {
+					t.Errorf("restarted vCPU 1: mpidr %#x x0 %#x, want %#x and 0x2001", o.spinMPIDR, o.spinX0, kvmMPIDR(1))
+				}
+				checkInt(t, "cpu_on again ret", o.onAgain, -4)  // ALREADY_ON
+				checkInt(t, "affinity cpu1", o.affinityCPU1, 0) // ON
+			}
+			checkInt(t, "cpu_on invalid ret", o.onInval, -2) // INVALID_PARAMETERS
+			if !o.done {
+				t.Errorf("no 'smp test done' line")
+			}
+		})
+	}
+}
