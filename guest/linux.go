@@ -25,7 +25,9 @@ if [ -n "$delay" ]; then usleep $((delay * 1000)); fi
 devmem 0x09010000 8 0x41 2>/dev/null || echo "mvm-guest: boot marker write failed"
 echo "mvm-guest: nproc $(nproc)"
 echo "mvm-guest: online $(cat /sys/devices/system/cpu/online)"
-dmesg | grep -m1 'smp: Brought up' | sed 's/^\[[^]]*\] */mvm-guest: kernel: /'
+# The kernel's bring-up line, reworded so console markers that watch for
+# the kernel's own line do not match this (later) copy of it.
+dmesg | grep -m1 'smp: Brought up' | sed 's/^.*smp: Brought up/mvm-guest: kernel brought up/'
 if [ -x /mvm-cmd ]; then /mvm-cmd; fi
 echo "mvm-guest: poweroff"
 poweroff -f

@@ -41,7 +41,7 @@ func testInitrd(t *testing.T) string {
 
 var (
 	nprocRe   = regexp.MustCompile(`mvm-guest: nproc (\d+)`)
-	broughtRe = regexp.MustCompile(`smp: Brought up \d+ nodes?, (\d+) CPUs?`)
+	broughtRe = regexp.MustCompile(`mvm-guest: kernel brought up \d+ nodes?, (\d+) CPUs?`)
 )
 
 // TestLinuxBoot boots Debian's arm64 kernel with the busybox test init on

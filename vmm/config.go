@@ -71,6 +71,9 @@ type Config struct {
 
 	Console   io.Writer // guest serial output; nil discards it
 	ConsoleIn io.Reader // optional guest serial input
+	// Markers are console-line markers (--marker) watched besides the
+	// built-in ones (DefaultConsoleMarkers).
+	Markers []ConsoleMarker
 
 	Logger *slog.Logger
 	// Start is when the VMM started (process start) for the vmm_setup

@@ -4,6 +4,8 @@ package vmm
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	hkvm "github.com/c35s/hype/kvm"
 	"golang.org/x/sys/unix"
@@ -81,4 +83,21 @@ func (g *guestRAM) close() {
 		unix.Munmap(m)
 	}
 	g.mem = nil
+}
+
+// processRSS is this process's resident set size (VmRSS in
+// /proc/self/status), 0 if unreadable.
+func processRSS() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb uint64
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }

@@ -3,6 +3,8 @@ package vmm
 import (
 	"errors"
 	"time"
+
+	"github.com/mvm-dev/mvm/devices"
 )
 
 // ExitKind is how a VM run ended.
@@ -26,6 +28,22 @@ type Result struct {
 	UnmappedAccesses uint64
 	// PSCI is the PSCI mode the run used (user or kernel).
 	PSCI PSCIMode
+	// Memory is measured when the guest stops, before anything is freed.
+	Memory MemoryUse
+}
+
+// MemoryUse is mvm's memory at the end of a run.
+type MemoryUse struct {
+	RSS           uint64 // resident set of the whole mvm process
+	GuestResident uint64 // guest RAM pages resident in host memory
+}
+
+// Overhead is what mvm itself keeps resident besides guest RAM.
+func (m MemoryUse) Overhead() uint64 {
+	if m.RSS < m.GuestResident {
+		return 0
+	}
+	return m.RSS - m.GuestResident
 }
 
 // Timeline is the boot timeline of the last boot on the monotonic clock
@@ -37,7 +55,14 @@ type Timeline struct {
 	// CPUOn is when the guest's CPU_ON for it was serviced and Entered when
 	// it then first entered the guest; both zero if it never came up.
 	CPUs []CPUTimeline
-	End  time.Time // VM exit
+	// UserspaceMark is the first write of code 0x41 (or Firecracker's 123)
+	// to the boot-marker device; Marks has every marker write.
+	UserspaceMark time.Time
+	Marks         []devices.Mark
+	// ConsoleMarks holds, per console marker name, when a console line
+	// first matched it (ConsoleMarkSMP is built in).
+	ConsoleMarks map[string]time.Time
+	End          time.Time // VM exit
 }
 
 // CPUTimeline is one vCPU's bring-up.

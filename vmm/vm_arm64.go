@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,9 +38,10 @@ type VM struct {
 	bootPlan
 	dtb []byte
 
-	bus    devices.Bus
-	uart   *devices.UART
-	marker *devices.Marker
+	bus     devices.Bus
+	uart    *devices.UART
+	marker  *devices.Marker
+	watcher *consoleWatcher
 
 	cpus []*cpuThread
 	pm   *psci.Machine // PSCI user mode only
@@ -125,7 +127,19 @@ func (m *VM) build() error {
 	if m.dtb, err = m.deviceTree(); err != nil {
 		return fmt.Errorf("build device tree: %w", err)
 	}
-	return m.load()
+	if err := m.load(); err != nil {
+		return err
+	}
+	m.dropBootFiles()
+	return nil
+}
+
+// dropBootFiles frees the host copies of kernel and initrd once they are in
+// guest RAM (a reboot reads them again): they would otherwise stay in mvm's
+// resident set for the VM's life.
+func (m *VM) dropBootFiles() {
+	m.kernel.Data, m.initrd.Data = nil, nil
+	debug.FreeOSMemory()
 }
 
 // setupPSCI resolves the PSCI mode and installs the SMCCC filter for user
@@ -250,12 +264,22 @@ func (m *VM) createDevices() error {
 	if console == nil {
 		console = io.Discard
 	}
-	m.uart = devices.NewUART(console, func(level bool) {
+	m.watcher = newConsoleWatcher(console, append(DefaultConsoleMarkers(), m.cfg.Markers...))
+	m.uart = devices.NewUART(m.watcher, func(level bool) {
 		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+UARTSPI, level); err != nil {
 			m.log.Warn("raise UART interrupt", "err", err)
 		}
 	})
-	m.marker = devices.NewMarker(nil)
+	m.marker = devices.NewMarker(func(code byte, at time.Time) {
+		if code != devices.MarkUserspace && code != devices.MarkFirecrackerEnd {
+			return
+		}
+		m.mu.Lock()
+		if m.timeline.UserspaceMark.IsZero() {
+			m.timeline.UserspaceMark = at
+		}
+		m.mu.Unlock()
+	})
 	if err := m.bus.Add(UARTBase, UARTSize, m.uart); err != nil {
 		return err
 	}
@@ -326,11 +350,15 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 		}
 		break
 	}
+	end := time.Now()
+	res.Memory = m.memoryUse()
 	m.mu.Lock()
-	m.timeline.End = time.Now()
+	m.timeline.End = end
 	res.Timeline = m.timeline
 	res.Timeline.CPUs = append([]CPUTimeline(nil), m.timeline.CPUs...)
 	m.mu.Unlock()
+	res.Timeline.Marks = m.marker.Marks()
+	res.Timeline.ConsoleMarks = m.watcher.marks()
 	res.Timeline.Start = m.cfg.Start
 	res.UnmappedAccesses = m.unmappedCount.Load()
 	return res, nil
@@ -405,15 +433,26 @@ func (m *VM) end(kind ExitKind, err error) {
 // reloaded, PSCI state reset, timeline cleared. Like a warm reset of real
 // hardware, the rest of RAM keeps its contents.
 func (m *VM) reboot() error {
+	plan, err := prepare(m.cfg)
+	if err != nil {
+		return fmt.Errorf("reboot: %w", err)
+	}
+	if plan.place != m.place {
+		return errors.New("reboot: the kernel or initrd changed size on disk since boot")
+	}
+	m.bootPlan = plan
 	if err := m.load(); err != nil {
 		return err
 	}
+	m.dropBootFiles()
 	if m.pm != nil {
 		m.pm.Reset()
 	}
 	m.marker.Reset()
+	m.watcher.reset()
 	m.mu.Lock()
 	m.timeline.FirstRun = time.Time{}
+	m.timeline.UserspaceMark = time.Time{}
 	m.timeline.CPUs = make([]CPUTimeline, len(m.cpus))
 	m.mu.Unlock()
 	return nil
@@ -481,6 +520,12 @@ func (m *VM) Close() error {
 	return nil
 }
 
-// GuestRAMResident is the guest RAM resident in host memory, for measuring
-// mvm's own overhead.
-func (m *VM) GuestRAMResident() (uint64, error) { return m.ram.resident() }
+// memoryUse reads mvm's resident set and the resident guest RAM.
+func (m *VM) memoryUse() MemoryUse {
+	var u MemoryUse
+	if g, err := m.ram.resident(); err == nil {
+		u.GuestResident = g
+	}
+	u.RSS = processRSS()
+	return u
+}

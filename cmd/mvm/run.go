@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,8 @@ type runFlags struct {
 	console          string
 	onReset          string
 	logLevel         string
+	markers          []string
+	resultJSON       string
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -44,6 +47,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.console, "console", "stdio", "guest serial console: stdio, none, or file:PATH")
 	fl.StringVar(&f.onReset, "on-reset", "exit", "on guest reset: exit (status 0) or reboot")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "mvm's own log level on stderr: debug, info, warn, error")
+	fl.StringArrayVar(&f.markers, "marker", nil, "console marker NAME=REGEX: record when a console line first matches (repeatable)")
+	fl.StringVar(&f.resultJSON, "result-json", "", "write the run's result (exit, boot phases, timeline, memory) as JSON to this file")
 }
 
 // config turns the flags into a vmm.Config (without the console).
@@ -68,6 +73,13 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 		Kernel: f.kernel, Initrd: f.initrd, Cmdline: cmdline,
 		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset,
 		Start: start,
+	}
+	for _, spec := range f.markers {
+		mk, err := vmm.ParseConsoleMarker(spec)
+		if err != nil {
+			return cfg, usageError{fmt.Errorf("--marker: %w", err)}
+		}
+		cfg.Markers = append(cfg.Markers, mk)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageError{err}
@@ -154,6 +166,11 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 	if err != nil {
 		return err
 	}
+	if f.resultJSON != "" {
+		if err := writeJSON(f.resultJSON, res.Summary()); err != nil {
+			return fmt.Errorf("--result-json: %w", err)
+		}
+	}
 	return exitFor(res, context.Cause(ctx))
 }
 
@@ -189,4 +206,18 @@ func exitFor(res vmm.Result, cause error) error {
 		return &exitError{1, fmt.Sprintf("stopped: %v", cause)}
 	}
 	return &exitError{1, fmt.Sprintf("unexpected end of run: %s", res.Exit)}
+}
+
+// writeJSON writes v as indented JSON to path ("-" is stdout).
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if path == "-" {
+		_, err = os.Stdout.Write(data)
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }

@@ -1,0 +1,73 @@
+package vmm
+
+import (
+	"time"
+)
+
+// Summary is the JSON form of a run's result (mvm run --result-json), read
+// by mvm bench. Times are nanoseconds; timeline entries are offsets from
+// the VMM start (Config.Start). docs/boot-phases.md describes the fields.
+type Summary struct {
+	Exit     ExitKind         `json:"exit"`
+	Error    string           `json:"error,omitempty"`
+	PSCI     PSCIMode         `json:"psci"`
+	CPUs     int              `json:"cpus"`
+	Reboots  int              `json:"reboots"`
+	PhasesNS map[string]int64 `json:"phases_ns"`
+	// CPUOnNS and EnteredNS are per vCPU (index = vCPU id); -1 where not
+	// observed. For vCPU 0 CPUOnNS is -1 and EnteredNS is the first run.
+	CPUOnNS   []int64          `json:"cpu_on_ns"`
+	EnteredNS []int64          `json:"entered_ns"`
+	MarksNS   []MarkSummary    `json:"marks"`
+	ConsoleNS map[string]int64 `json:"console_marks_ns"`
+	Memory    MemorySummary    `json:"memory"`
+	Unmapped  uint64           `json:"unmapped_accesses"`
+}
+
+// MarkSummary is one boot-marker write.
+type MarkSummary struct {
+	Code byte  `json:"code"`
+	AtNS int64 `json:"at_ns"`
+}
+
+// MemorySummary is MemoryUse in bytes.
+type MemorySummary struct {
+	RSS           uint64 `json:"rss_bytes"`
+	GuestResident uint64 `json:"guest_resident_bytes"`
+	Overhead      uint64 `json:"overhead_bytes"`
+}
+
+// Summary condenses a result for JSON.
+func (r Result) Summary() Summary {
+	t := r.Timeline
+	off := func(at time.Time) int64 {
+		if at.IsZero() || t.Start.IsZero() {
+			return -1
+		}
+		return int64(at.Sub(t.Start))
+	}
+	s := Summary{
+		Exit: r.Exit, PSCI: r.PSCI, CPUs: len(t.CPUs), Reboots: r.Reboots,
+		PhasesNS:  map[string]int64{},
+		ConsoleNS: map[string]int64{},
+		Memory:    MemorySummary{r.Memory.RSS, r.Memory.GuestResident, r.Memory.Overhead()},
+		Unmapped:  r.UnmappedAccesses,
+	}
+	if r.Err != nil {
+		s.Error = r.Err.Error()
+	}
+	for name, d := range t.Phases() {
+		s.PhasesNS[name] = int64(d)
+	}
+	for _, c := range t.CPUs {
+		s.CPUOnNS = append(s.CPUOnNS, off(c.CPUOn))
+		s.EnteredNS = append(s.EnteredNS, off(c.Entered))
+	}
+	for _, m := range t.Marks {
+		s.MarksNS = append(s.MarksNS, MarkSummary{m.Code, off(m.At)})
+	}
+	for k, v := range t.ConsoleMarks {
+		s.ConsoleNS[k] = off(v)
+	}
+	return s
+}
