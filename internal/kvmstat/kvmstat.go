@@ -1,0 +1,75 @@
+//go:build linux
+
+// Package kvmstat is the system-call side of KVM's binary statistics: it
+// gets the stats file descriptor of a VM or vCPU (KVM_GET_STATS_FD) and reads
+// it with the parser in package exits. See Documentation/virt/kvm/api.rst,
+// section "KVM_GET_STATS_FD" (Linux 5.14+, capability
+// KVM_CAP_BINARY_STATS_FD).
+package kvmstat
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mvm-dev/mvm/exits"
+)
+
+// kvmGetStatsFD is KVM_GET_STATS_FD = _IO(KVMIO, 0xce) with KVMIO = 0xAE
+// (include/uapi/linux/kvm.h). _IO has no direction or size bits, so the
+// number is the same on arm64 and amd64.
+const kvmGetStatsFD = 0xAE<<8 | 0xCE
+
+// GetStatsFD issues KVM_GET_STATS_FD on a VM or vCPU file descriptor and
+// returns the stats file. The file is read with pread (os.File.ReadAt);
+// the kernel creates it close-on-exec.
+func GetStatsFD(fd uintptr) (*os.File, error) {
+	r, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvmGetStatsFD, 0)
+	if errno != 0 {
+		if errors.Is(errno, unix.ENOTTY) || errors.Is(errno, unix.EINVAL) {
+			return nil, fmt.Errorf("KVM_GET_STATS_FD on fd %d: %w (kernel without binary stats, Linux < 5.14?)", fd, errno)
+		}
+		return nil, fmt.Errorf("KVM_GET_STATS_FD on fd %d: %w", fd, errno)
+	}
+	return os.NewFile(r, fmt.Sprintf("kvm-stats-%d", fd)), nil
+}
+
+// File is an open stats file with its descriptors parsed.
+type File struct {
+	f *os.File
+	// Layout holds the header, id and descriptors, read once.
+	Layout *exits.StatsLayout
+}
+
+// Open gets the stats file of a VM or vCPU fd and parses its descriptors.
+func Open(fd uintptr) (*File, error) {
+	f, err := GetStatsFD(fd)
+	if err != nil {
+		return nil, err
+	}
+	l, err := exits.ParseStats(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("parse stats of fd %d: %w", fd, err)
+	}
+	return &File{f: f, Layout: l}, nil
+}
+
+// Snapshot reads the current values (one pread of the data block).
+func (s *File) Snapshot() (*exits.StatsSnapshot, error) {
+	snap, err := s.Layout.Read(s.f)
+	if err != nil {
+		return nil, fmt.Errorf("read stats %s: %w", s.Layout.ID, err)
+	}
+	return snap, nil
+}
+
+// Close closes the stats file.
+func (s *File) Close() error {
+	if err := s.f.Close(); err != nil {
+		return fmt.Errorf("close stats %s: %w", s.Layout.ID, err)
+	}
+	return nil
+}
