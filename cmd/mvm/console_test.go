@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"testing"
+	"testing/iotest"
+
+	"github.com/mvm-dev/mvm/vcpu"
+	"github.com/mvm-dev/mvm/vmm"
+)
+
+// readAllFrom reads e to EOF or error with buffers of size bufSize and
+// returns what the guest would get.
+func readAllFrom(t *testing.T, e *escapeReader, bufSize int) ([]byte, error) {
+	t.Helper()
+	var got []byte
+	buf := make([]byte, bufSize)
+	for i := 0; i < 10000; i++ {
+		n, err := e.Read(buf)
+		if n < 0 || n > len(buf) {
+			t.Fatalf("Read returned n = %d for a %d-byte buffer", n, len(buf))
+		}
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return got, err
+		}
+	}
+	t.Fatal("escapeReader never reached EOF")
+	return nil, nil
+}
+
+func TestEscapeReader(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want string
+		quit bool
+	}{
+		{"plain input", "ls -l\r", "ls -l\r", false},
+		{"empty", "", "", false},
+		{"Ctrl-A x quits", "\x01x", "", true},
+		{"input before Ctrl-A x is kept", "echo hi\r\x01x", "echo hi\r", true},
+		{"input after Ctrl-A x is dropped", "ab\x01xcd", "ab", true},
+		{"Ctrl-A Ctrl-A sends one Ctrl-A", "a\x01\x01b", "a\x01b", false},
+		{"Ctrl-A then a byte sends both", "\x01b", "\x01b", false},
+		{"Ctrl-A then Ctrl-C", "\x01\x03", "\x01\x03", false},
+		{"Ctrl-A Ctrl-A x is not an escape", "\x01\x01x", "\x01x", false},
+		{"two Ctrl-A pairs", "\x01\x01\x01\x01", "\x01\x01", false},
+		{"x alone is input", "xx", "xx", false},
+		{"Ctrl-A a then Ctrl-A x", "\x01a\x01x", "\x01a", true},
+	}
+	for _, tt := range tests {
+		// The same bytes in one read and one byte per read: where reads
+		// split the input must not matter.
+		for _, split := range []string{"whole", "byte at a time"} {
+			t.Run(tt.name+"/"+split, func(t *testing.T) {
+				var r io.Reader = bytes.NewReader([]byte(tt.in))
+				if split != "whole" {
+					r = iotest.OneByteReader(r)
+				}
+				quits := 0
+				e := &escapeReader{r: r, quit: func() { quits++ }}
+				got, err := readAllFrom(t, e, 64)
+				if err != io.EOF {
+					t.Errorf("ended with %v, want io.EOF", err)
+				}
+				if string(got) != tt.want {
+					t.Errorf("guest got %q, want %q", got, tt.want)
+				}
+				if want := map[bool]int{false: 0, true: 1}[tt.quit]; quits != want {
+					t.Errorf("quit called %d times, want %d", quits, want)
+				}
+			})
+		}
+	}
+}
+
+func TestEscapeReaderQuitStopsReading(t *testing.T) {
+	src := &countingReader{r: bytes.NewReader([]byte("\x01xmore input"))}
+	quit := false
+	e := &escapeReader{r: src, quit: func() { quit = true }}
+	buf := make([]byte, 2)
+	n, err := e.Read(buf)
+	if n != 0 || err != io.EOF || !quit {
+		t.Errorf("Read = %d, %v (quit %v), want 0, EOF after quitting", n, err, quit)
+	}
+	if src.reads != 1 {
+		t.Errorf("%d reads from the terminal, want 1", src.reads)
+	}
+}
+
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) { c.reads++; return c.r.Read(p) }
+
+func TestEscapeReaderPassesErrors(t *testing.T) {
+	boom := errors.New("tty gone")
+	e := &escapeReader{r: iotest.ErrReader(boom), quit: func() { t.Error("quit called") }}
+	if _, err := e.Read(make([]byte, 8)); err != boom {
+		t.Errorf("Read = %v, want the reader's error", err)
+	}
+}
+
+func TestExitFor(t *testing.T) {
+	fault := &vcpu.FaultError{VCPU: 2, What: "KVM_EXIT_INTERNAL_ERROR", PC: 0x4000_1000, PSTATE: 0x3c5, Detail: "emulation failure"}
+	tests := []struct {
+		name  string
+		res   vmm.Result
+		cause error
+		code  int // 0: exitFor returns nil
+		says  []string
+	}{
+		{"poweroff", vmm.Result{Exit: vmm.ExitPowerOff}, nil, 0, nil},
+		{"reset with --on-reset exit", vmm.Result{Exit: vmm.ExitReset}, nil, 0, nil},
+		{"crash", vmm.Result{Exit: vmm.ExitCrash, Err: errors.New("guest reported a crash on vCPU 0")}, nil, 1, []string{"crash"}},
+		{"fault", vmm.Result{Exit: vmm.ExitFault, Err: fmt.Errorf("vCPU 2: %w", fault)}, nil, 1, []string{"0x40001000", "0x3c5"}},
+		{"other fault", vmm.Result{Exit: vmm.ExitFault, Err: errors.New("a vCPU stopped without a reason")}, nil, 1, []string{"without a reason"}},
+		{"SIGINT", vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGINT}, 128 + int(syscall.SIGINT), []string{"interrupt"}},
+		{"SIGTERM", vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGTERM}, 128 + int(syscall.SIGTERM), []string{"terminated"}},
+		{"wrapped SIGTERM", vmm.Result{Exit: vmm.ExitStopped}, fmt.Errorf("stop: %w", signalCause{syscall.SIGTERM}), 143, nil},
+		{"Ctrl-A x", vmm.Result{Exit: vmm.ExitStopped}, errQuit, 130, []string{"Ctrl-A x"}},
+		{"stopped otherwise", vmm.Result{Exit: vmm.ExitStopped}, errors.New("deadline"), 1, []string{"deadline"}},
+		{"unknown end", vmm.Result{Exit: "weird"}, nil, 1, []string{"weird"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := exitFor(tt.res, tt.cause)
+			if tt.code == 0 {
+				if err != nil {
+					t.Errorf("exitFor = %v, want nil (exit 0)", err)
+				}
+				return
+			}
+			var ee *exitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("exitFor = %v, want an *exitError", err)
+			}
+			if ee.code != tt.code {
+				t.Errorf("exit code %d, want %d", ee.code, tt.code)
+			}
+			for _, s := range tt.says {
+				if !bytes.Contains([]byte(ee.msg), []byte(s)) {
+					t.Errorf("message %q does not mention %q", ee.msg, s)
+				}
+			}
+		})
+	}
+	// The conventional shell codes, spelled out.
+	if e := exitFor(vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGINT}).(*exitError); e.code != 130 {
+		t.Errorf("SIGINT exit %d, want 130", e.code)
+	}
+	if e := exitFor(vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGTERM}).(*exitError); e.code != 143 {
+		t.Errorf("SIGTERM exit %d, want 143", e.code)
+	}
+}
