@@ -38,18 +38,40 @@ func NewInitramfs() *Initramfs {
 
 func clean(name string) (string, error) {
 	n := strings.TrimPrefix(path.Clean("/"+name), "/")
-	if n == "" || n == "." {
+	if n == "" || n == "." || strings.ContainsRune(n, 0) {
 		return "", fmt.Errorf("initramfs: bad path %q", name)
 	}
 	return n, nil
 }
 
-func (a *Initramfs) addParents(n string) {
+// addParents creates the missing directories above n; an ancestor that is
+// not a directory is an error (the archive could not be unpacked).
+func (a *Initramfs) addParents(n string) error {
 	for d := path.Dir(n); d != "." && d != "/"; d = path.Dir(d) {
-		if _, ok := a.entries[d]; !ok {
+		e, ok := a.entries[d]
+		if !ok {
 			a.entries[d] = entry{mode: modeDir | 0o755}
+			continue
+		}
+		if e.mode&0o170000 != modeDir {
+			return fmt.Errorf("initramfs: %s: %s is not a directory", n, d)
 		}
 	}
+	return nil
+}
+
+// place checks that n can become a non-directory entry and creates its
+// parents.
+func (a *Initramfs) place(n string) error {
+	if e, ok := a.entries[n]; ok && e.mode&0o170000 == modeDir {
+		prefix := n + "/"
+		for k := range a.entries {
+			if strings.HasPrefix(k, prefix) {
+				return fmt.Errorf("initramfs: %s is a directory with entries", n)
+			}
+		}
+	}
+	return a.addParents(n)
 }
 
 // AddFile adds a regular file with permission bits perm.
@@ -58,7 +80,9 @@ func (a *Initramfs) AddFile(name string, data []byte, perm uint32) error {
 	if err != nil {
 		return err
 	}
-	a.addParents(n)
+	if err := a.place(n); err != nil {
+		return err
+	}
 	a.entries[n] = entry{mode: modeFile | perm&0o7777, data: data}
 	return nil
 }
@@ -82,7 +106,12 @@ func (a *Initramfs) AddDir(name string) error {
 	if err != nil {
 		return err
 	}
-	a.addParents(n)
+	if e, ok := a.entries[n]; ok && e.mode&0o170000 != modeDir {
+		return fmt.Errorf("initramfs: %s exists and is not a directory", n)
+	}
+	if err := a.addParents(n); err != nil {
+		return err
+	}
 	a.entries[n] = entry{mode: modeDir | 0o755}
 	return nil
 }
@@ -93,7 +122,9 @@ func (a *Initramfs) AddSymlink(name, target string) error {
 	if err != nil {
 		return err
 	}
-	a.addParents(n)
+	if err := a.place(n); err != nil {
+		return err
+	}
 	a.entries[n] = entry{mode: modeSymlink | 0o777, data: []byte(target)}
 	return nil
 }
@@ -113,8 +144,15 @@ func (a *Initramfs) WriteTo(w io.Writer) (int64, error) {
 		writeEntry(cw, ino, n, e.mode, e.data, 0)
 		ino++
 	}
-	// Device nodes the kernel's console needs before devtmpfs is mounted.
-	writeEntry(cw, ino, "dev/console", modeChar|0o600, nil, 5<<8|1)
+	// The console node the kernel opens for init before devtmpfs is
+	// mounted; the unpacker creates no missing parents, so dev comes first.
+	if _, ok := a.entries["dev/console"]; !ok {
+		if _, ok := a.entries["dev"]; !ok {
+			writeEntry(cw, ino, "dev", modeDir|0o755, nil, 0)
+			ino++
+		}
+		writeEntry(cw, ino, "dev/console", modeChar|0o600, nil, 5<<8|1)
+	}
 	writeEntry(cw, 0, "TRAILER!!!", 0, nil, 0)
 	return cw.n, cw.err
 }

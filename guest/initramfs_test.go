@@ -563,6 +563,12 @@ func FuzzInitramfs(f *testing.F) {
 				continue
 			}
 			if err != nil {
+				// A file where a directory is (or the reverse) cannot
+				// be unpacked, so the builder refuses it.
+				// A NUL cannot be in a newc name either.
+				if strings.Contains(err.Error(), "not a directory") || strings.Contains(err.Error(), "directory with entries") || strings.ContainsRune(name, 0) || strings.ContainsRune(target, 0) {
+					continue
+				}
 				t.Fatalf("adding %q: %v", item, err)
 			}
 			last[clean] = k

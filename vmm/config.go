@@ -102,7 +102,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--memory %s is not a multiple of 64 KiB", FormatSize(c.Memory))
 	}
 	if _, err := ParsePSCIMode(string(c.PSCI)); err != nil {
-		return err
+		return fmt.Errorf("--psci: %w", err)
 	}
 	if _, err := ParseResetAction(string(c.OnReset)); err != nil {
 		return err

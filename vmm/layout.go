@@ -73,6 +73,10 @@ func alignUp(v, a uint64) uint64   { return (v + a - 1) &^ (a - 1) }
 // initrd just below it. It fails when they do not fit.
 func Place(ram Region, kernelOffset, kernelSize, initrdSize uint64) (Placement, error) {
 	var p Placement
+	if kernelOffset > ram.Size || kernelSize > ram.Size-kernelOffset {
+		return p, fmt.Errorf("memory of %s is too small for the kernel (%s): give more --memory",
+			FormatSize(ram.Size), sizeMiB(kernelSize))
+	}
 	p.Kernel = Region{ram.Base + kernelOffset, kernelSize}
 	p.Entry = p.Kernel.Base
 	dtb := alignDown(ram.End()-dtbMax, align2M)

@@ -38,11 +38,8 @@ func openConsole(spec string, quit func(error)) (*console, error) {
 		if path == "" {
 			return nil, usageError{fmt.Errorf("--console file: needs a path, e.g. file:console.log")}
 		}
-		f, err := os.Create(path)
-		if err != nil {
-			return nil, fmt.Errorf("--console: %w", err)
-		}
-		return &console{out: f, closeFn: func() { f.Close() }}, nil
+		lf := &lazyFile{path: path}
+		return &console{out: lf, closeFn: lf.close}, nil
 	case spec == "stdio":
 		c := &console{out: os.Stdout}
 		fd := int(os.Stdin.Fd())
@@ -62,36 +59,88 @@ func openConsole(spec string, quit func(error)) (*console, error) {
 }
 
 // escapeReader passes input to the guest and watches for Ctrl-A x (quit);
-// Ctrl-A Ctrl-A sends one Ctrl-A to the guest.
+// Ctrl-A Ctrl-A sends one Ctrl-A to the guest. A Ctrl-A may end one read
+// and its command byte start the next.
 type escapeReader struct {
 	r       io.Reader
 	quit    func()
-	pending bool // saw Ctrl-A
+	pending bool   // saw Ctrl-A
+	scratch []byte // raw input
+	out     []byte // filtered bytes not yet returned
+	eof     error  // set once quit was typed or the input ended
 }
 
 const ctrlA = 0x01
 
 func (e *escapeReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	out := p[:0]
-	for _, c := range p[:n] {
+	for len(e.out) == 0 && e.eof == nil {
+		if e.scratch == nil {
+			e.scratch = make([]byte, 256)
+		}
+		n, err := e.r.Read(e.scratch)
+		e.filter(e.scratch[:n])
+		if err != nil && e.eof == nil {
+			e.eof = err
+		}
+	}
+	n := copy(p, e.out)
+	e.out = e.out[n:]
+	if len(e.out) == 0 && e.eof != nil {
+		return n, e.eof
+	}
+	return n, nil
+}
+
+func (e *escapeReader) filter(in []byte) {
+	for _, c := range in {
+		if e.eof != nil {
+			return
+		}
 		switch {
 		case e.pending:
 			e.pending = false
 			switch c {
 			case 'x', 'X':
 				e.quit()
-				return len(out), io.EOF
+				e.eof = io.EOF
 			case ctrlA:
-				out = append(out, ctrlA)
+				e.out = append(e.out, ctrlA)
 			default:
-				out = append(out, ctrlA, c)
+				e.out = append(e.out, ctrlA, c)
 			}
 		case c == ctrlA:
 			e.pending = true
 		default:
-			out = append(out, c)
+			e.out = append(e.out, c)
 		}
 	}
-	return len(out), err
+}
+
+// lazyFile creates its file on the first write, so a run that fails before
+// the guest prints anything leaves no file behind.
+type lazyFile struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+	err  error
+}
+
+func (l *lazyFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil && l.err == nil {
+		l.f, l.err = os.Create(l.path)
+	}
+	if l.err != nil {
+		return 0, fmt.Errorf("--console: %w", l.err)
+	}
+	return l.f.Write(p)
+}
+
+func (l *lazyFile) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f != nil {
+		l.f.Close()
+	}
 }

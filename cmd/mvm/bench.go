@@ -1,0 +1,642 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/mvm-dev/mvm/bench"
+	"github.com/mvm-dev/mvm/vmm"
+)
+
+// Exit statuses of mvm bench besides 0 and 2 (bad arguments).
+const (
+	benchExitRegression = 1 // a significant regression beyond --fail-on-regression
+	benchExitRunsFailed = 3 // some boots failed; the results use the others
+)
+
+// benchOwnedRunFlags are mvm run flags that mvm bench defines differently
+// (--cpus takes a list) or sets itself for every run.
+func benchOwnedRunFlags() []string {
+	return []string{"cpus", "console", "result-json"}
+}
+
+// settingsRunFlags are the mvm run flags a variant can override; mvm bench
+// passes them per variant rather than verbatim.
+func settingsRunFlags() []string {
+	return []string{"kernel", "initrd", "cmdline", "append", "memory", "psci"}
+}
+
+type benchFlags struct {
+	runs, warmup   int
+	cpus           string
+	variants       []string
+	label          string
+	format         string
+	out, jsonOut   string
+	failOn         float64
+	alpha          float64
+	baseline       string
+	phases         string
+	verboseConsole bool
+	console        string
+	consoleDir     string
+	timeout        time.Duration
+	from           string
+}
+
+func newBenchCmd(start time.Time) *cobra.Command {
+	var f benchFlags
+	// Every mvm run flag, present and future (--marker, --log-level, ...),
+	// is an mvm bench flag too: copy them from a run command rather than
+	// listing them, and pass the ones given on to every run.
+	runCmd := newRunCmd(start)
+	var shared []*pflag.Flag
+	cmd := &cobra.Command{
+		Use:   "bench --kernel PATH [mvm run flags] [--runs N] [--cpus LIST] [--variant NAME:KEY=VALUE,...]...",
+		Short: "Boot variants of a VM many times and compare their boot phases",
+		Long: `Boot a configuration N times, or several variants of it, and compare the
+boot phases: a table like the ones posted to the kernel mailing lists, JSON
+with every run's raw numbers, or Go benchmark lines for benchstat.
+
+The plain flags (those of mvm run) define variant A. Each --variant
+NAME:KEY=VALUE,... overrides some of them; keys: kernel, initrd, cmdline,
+append (replace A's value), cmdline-append (added after A's command line),
+cpus (a list), memory, psci, label (a description for the table). Repeat
+--variant with the same NAME to add keys whose values contain ",KEY=".
+--cpus 1,16,64 makes one row per vCPU count.
+
+Every boot is a separate mvm run process (so vmm_setup starts at a real
+process start), with the console discarded and "quiet" added to the kernel
+command line (--verbose-console keeps the kernel's console output, and with
+it the 'smp: Brought up' line that secondaries_console needs). Runs of all
+variants and vCPU counts are interleaved, A B A B ..., so that drift of the
+host affects all alike.
+
+Phases (docs/boot-phases.md says where each clock starts and stops):
+  vmm_setup            mvm process start -> first KVM_RUN
+  boot_to_smp          first KVM_RUN -> first CPU_ON          (PSCI in userspace)
+  secondaries          first CPU_ON -> all secondaries entered (PSCI in userspace)
+  secondaries_console  first CPU_ON -> 'smp: Brought up' line  (also needs --verbose-console)
+  smp_console          first KVM_RUN -> 'smp: Brought up' line (needs --verbose-console)
+  kernel_to_user       first KVM_RUN -> userspace boot marker (0x41 at 0x09010000)
+  total                mvm process start -> VM exit
+  console:NAME         first KVM_RUN -> console line matching --marker NAME=REGEX
+  process_wall, process_cpu  the mvm process's wall and CPU time
+A phase that a run did not observe is absent, never zero.
+
+Each cell shows the median and ± half the min..max range; other variants
+show their delta to the baseline in percent and the p-value of a two-sided
+Mann-Whitney U test (at least 4 runs per variant are needed for p < 0.05).
+A delta is a regression when it is significant (p < --alpha), slower, and
+beyond --fail-on-regression percent; mvm bench then exits 1.
+
+Exit status: 0 when all went well; 1 on a regression beyond
+--fail-on-regression; 3 when some boots failed (they are listed; the
+statistics use the others); 2 for bad arguments; 130/143 on SIGINT/SIGTERM,
+after printing what was measured so far.`,
+		Example: `  # Secondary-CPU bring-up, serial vs parallel, at 16 and 64 vCPUs:
+  mvm bench --kernel Image --initrd initrd.gz --memory 1G --psci user \
+      --cpus 16,64 --runs 10 --variant "A':cmdline-append=cpuhp.parallel=0" \
+      --variant B:kernel=Image.patched,label=parallel
+
+  # CI: fail on a significant slowdown of more than 5%, keep all the data:
+  mvm bench --kernel Image.base --initrd initrd.gz --variant B:kernel=Image.new \
+      --runs 10 --fail-on-regression 5 --json bench.json
+
+  # Go benchmark format, then compare with benchstat:
+  mvm bench --kernel Image --variant B:memory=2G --format benchstat --out boot.txt
+  benchstat -col /variant boot.txt
+
+  # Re-analyse saved runs with B as the baseline, as a table:
+  mvm bench --from bench.json --baseline B`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBench(cmd, &f, shared)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&f.runs, "runs", 5, "measured boots per variant and vCPU count")
+	fl.IntVar(&f.warmup, "warmup", 1, "discarded boots per variant before measuring (page cache, CPU frequency)")
+	fl.StringVar(&f.cpus, "cpus", "1", "vCPU counts, one table row each, e.g. 1,4,8")
+	fl.StringArrayVar(&f.variants, "variant", nil, "NAME:KEY=VALUE[,KEY=VALUE...]: a variant overriding the plain flags (repeatable); keys: "+strings.Join(bench.Keys(), ", "))
+	fl.StringVar(&f.label, "label", "", "description of variant A for the table header, e.g. 7.3-rc2")
+	fl.StringVar(&f.format, "format", "table", "output: table, json (every run's raw numbers and the summaries) or benchstat (Go benchmark format)")
+	fl.StringVarP(&f.out, "out", "o", "-", "write the output here instead of stdout")
+	fl.StringVar(&f.jsonOut, "json", "", "also write the JSON report (every run, the analysis) to this file")
+	fl.Float64Var(&f.failOn, "fail-on-regression", 0, "exit 1 when a phase is significantly slower than the baseline by more than `PCT` percent")
+	fl.Float64Var(&f.alpha, "alpha", 0.05, "significance level: a delta counts when its p-value is below it")
+	fl.StringVar(&f.baseline, "baseline", bench.BaselineName, "the variant the others are compared with")
+	fl.StringVar(&f.phases, "phases", "", "only these phases (comma-separated), in the output and the regression check")
+	fl.BoolVar(&f.verboseConsole, "verbose-console", false, "do not add 'quiet' to the kernel command line")
+	fl.StringVar(&f.console, "console", "none", "each run's guest console: none, or file:PATH (overwritten by every run)")
+	fl.StringVar(&f.consoleDir, "console-dir", "", "keep each run's guest console in DIR/run-SEQ-VARIANT-cpusN.log")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "stop a boot that takes longer than this and count it as failed")
+	fl.StringVar(&f.from, "from", "", "re-analyse and render a saved --format json / --json report instead of booting")
+	runCmd.Flags().VisitAll(func(rf *pflag.Flag) {
+		if slices.Contains(benchOwnedRunFlags(), rf.Name) || fl.Lookup(rf.Name) != nil {
+			return
+		}
+		fl.AddFlag(rf)
+		shared = append(shared, rf)
+	})
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag) error {
+	fl := cmd.Flags()
+	logLevel, _ := fl.GetString("log-level")
+	log, err := newLogger(logLevel)
+	if err != nil {
+		return err
+	}
+	opt, err := f.options(fl)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains([]string{"table", "json", "benchstat"}, f.format) {
+		return usageError{fmt.Errorf("--format %q: use table, json or benchstat", f.format)}
+	}
+	if f.from != "" {
+		return benchFrom(cmd, f, opt)
+	}
+
+	rep, err := f.plan(fl, shared)
+	if err != nil {
+		return err
+	}
+	if _, ok := rep.Variant(opt.Baseline); !ok {
+		return usageError{fmt.Errorf("--baseline %s: no such variant", opt.Baseline)}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the mvm binary to run: %w", err)
+	}
+	if f.consoleDir != "" {
+		if err := os.MkdirAll(f.consoleDir, 0o755); err != nil {
+			return fmt.Errorf("--console-dir: %w", err)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "mvm-bench-")
+	if err != nil {
+		return fmt.Errorf("make a directory for the runs' results: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if s, ok := <-sigs; ok {
+			cancel(signalCause{s.(syscall.Signal)})
+		}
+	}()
+
+	jobs := bench.Schedule(rep.Config.Variants, f.runs, f.warmup)
+	fmt.Fprintf(os.Stderr, "mvm bench: %d boots: %d variant(s) x vCPUs %s x %d runs, %d warm-up\n",
+		len(jobs), len(rep.Config.Variants), bench.FormatCPUList(bench.Rows(rep.Config.Variants)), f.runs, f.warmup*len(rep.Config.Variants))
+	prog := newBenchProgress(os.Stderr, len(jobs), log)
+	ex := &benchExec{
+		exe: exe, tmp: tmp, timeout: f.timeout, quiet: rep.Config.Quiet,
+		console: f.console, consoleDir: f.consoleDir, common: rep.Config.CommonArgs,
+		variants: rep.Config.Variants, log: log, starting: prog.starting,
+	}
+	rep.Started = time.Now()
+	rep.Runs, rep.Interrupted = bench.Execute(ctx, jobs, ex.run, prog.done)
+	rep.Finished = time.Now()
+	prog.finish()
+
+	if err := rep.Reanalyze(opt); err != nil {
+		return usageError{err}
+	}
+	if err := writeBenchOutputs(cmd, f, rep); err != nil {
+		return err
+	}
+	var sc signalCause
+	if rep.Interrupted && errors.As(context.Cause(ctx), &sc) {
+		return &exitError{128 + int(sc.sig), "interrupted: the results above are what was measured so far"}
+	}
+	return benchExit(rep)
+}
+
+// options turns the analysis flags into bench.Options.
+func (f *benchFlags) options(fl *pflag.FlagSet) (bench.Options, error) {
+	opt := bench.Options{Alpha: f.alpha, Baseline: f.baseline}
+	if f.alpha <= 0 || f.alpha >= 1 {
+		return opt, usageError{fmt.Errorf("--alpha %v: use a level between 0 and 1, e.g. 0.05", f.alpha)}
+	}
+	if fl.Changed("fail-on-regression") {
+		if f.failOn < 0 {
+			return opt, usageError{fmt.Errorf("--fail-on-regression %v: give the slowdown in percent, 0 or more", f.failOn)}
+		}
+		v := f.failOn
+		opt.FailOnRegression = &v
+	}
+	if f.phases != "" {
+		for _, p := range strings.Split(f.phases, ",") {
+			p = strings.TrimSpace(p)
+			if !knownPhase(p) {
+				return opt, usageError{fmt.Errorf("--phases: unknown phase %q (phases: %s, console:NAME, %s, %s)",
+					p, strings.Join(vmm.PhaseNames(), ", "), bench.PhaseProcessWall, bench.PhaseProcessCPU)}
+			}
+			opt.Phases = append(opt.Phases, p)
+		}
+	}
+	return opt, nil
+}
+
+func knownPhase(p string) bool {
+	switch {
+	case slices.Contains(vmm.PhaseNames(), p), p == bench.PhaseSecondariesConsole,
+		p == bench.PhaseProcessWall, p == bench.PhaseProcessCPU:
+		return true
+	case strings.HasPrefix(p, bench.ConsolePhasePrefix):
+		return len(p) > len(bench.ConsolePhasePrefix)
+	}
+	return false
+}
+
+// plan checks the run-defining flags and builds the report's Config.
+func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Report, error) {
+	if f.runs < 1 {
+		return nil, usageError{fmt.Errorf("--runs %d: need at least 1 run per variant (4 or more to detect a difference at p < 0.05)", f.runs)}
+	}
+	if f.warmup < 0 {
+		return nil, usageError{fmt.Errorf("--warmup %d: use 0 or more", f.warmup)}
+	}
+	if f.timeout <= 0 {
+		return nil, usageError{fmt.Errorf("--timeout %v: use a positive duration, e.g. 10m", f.timeout)}
+	}
+	if f.console != "none" && !strings.HasPrefix(f.console, "file:") {
+		return nil, usageError{fmt.Errorf("--console %q: use none or file:PATH (mvm bench's stdout is its report)", f.console)}
+	}
+	get := func(name string) string { v, _ := fl.GetString(name); return v }
+	base := bench.Settings{
+		Kernel: get("kernel"), Initrd: get("initrd"), Cmdline: get("cmdline"), Append: get("append"),
+		Memory: get("memory"), PSCI: get("psci"), Label: f.label,
+	}
+	if base.Kernel == "" {
+		return nil, usageError{errors.New("--kernel is required: an arm64 Image or a flat binary (see 'mvm bench --help')")}
+	}
+	cpus, err := bench.ParseCPUList(f.cpus)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--cpus: %w", err)}
+	}
+	base.CPUs = cpus
+	var specs []bench.VariantSpec
+	for _, s := range f.variants {
+		sp, err := bench.ParseVariant(s)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		specs = append(specs, sp)
+	}
+	vs, err := bench.BuildVariants(base, specs)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	// The other run flags: checked the way mvm run checks them, then
+	// passed verbatim to every run.
+	var common []string
+	for _, rf := range shared {
+		if !rf.Changed || slices.Contains(settingsRunFlags(), rf.Name) {
+			continue
+		}
+		if sv, ok := rf.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				common = append(common, "--"+rf.Name+"="+v)
+			}
+			continue
+		}
+		common = append(common, "--"+rf.Name+"="+rf.Value.String())
+	}
+	if markers, err := fl.GetStringArray("marker"); err == nil {
+		for _, m := range markers {
+			if _, err := vmm.ParseConsoleMarker(m); err != nil {
+				return nil, usageError{fmt.Errorf("--marker: %w", err)}
+			}
+		}
+	}
+	return &bench.Report{
+		Format: bench.ReportFormat,
+		Host:   hostInfo(),
+		Config: bench.Config{
+			Runs: f.runs, Warmup: f.warmup, Quiet: !f.verboseConsole, Timeout: f.timeout.String(),
+			CommonArgs: common, Variants: vs,
+		},
+	}, nil
+}
+
+// benchFrom re-analyses a saved report (--from).
+func benchFrom(cmd *cobra.Command, f *benchFlags, opt bench.Options) error {
+	var given []string
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		switch fl.Name {
+		case "from", "format", "out", "json", "fail-on-regression", "alpha", "baseline", "phases", "log-level":
+		default:
+			given = append(given, "--"+fl.Name)
+		}
+	})
+	if len(given) > 0 {
+		return usageError{fmt.Errorf("--from re-analyses saved runs without booting: %s would have no effect", strings.Join(given, ", "))}
+	}
+	fh, err := os.Open(f.from)
+	if err != nil {
+		return usageError{fmt.Errorf("--from: %w", err)}
+	}
+	defer fh.Close()
+	rep, err := bench.ReadJSON(fh)
+	if err != nil {
+		return usageError{fmt.Errorf("--from %s: %w", f.from, err)}
+	}
+	if err := rep.Reanalyze(opt); err != nil {
+		return usageError{fmt.Errorf("--from %s: %w", f.from, err)}
+	}
+	if err := writeBenchOutputs(cmd, f, rep); err != nil {
+		return err
+	}
+	return benchExit(rep)
+}
+
+func benchExit(rep *bench.Report) error {
+	an := &rep.Analysis
+	if len(an.Regressions) > 0 {
+		return &exitError{benchExitRegression, fmt.Sprintf("%d significant regression(s) beyond %g%%", len(an.Regressions), *an.FailOnRegression)}
+	}
+	if len(an.Failed) > 0 {
+		seqs := make([]string, len(an.Failed))
+		for i, r := range an.Failed {
+			seqs[i] = fmt.Sprintf("#%d", r.Seq)
+		}
+		return &exitError{benchExitRunsFailed, fmt.Sprintf("%d run(s) failed: %s", len(an.Failed), strings.Join(seqs, " "))}
+	}
+	return nil
+}
+
+func writeBenchOutputs(cmd *cobra.Command, f *benchFlags, rep *bench.Report) error {
+	write := func(w io.Writer) error {
+		switch f.format {
+		case "json":
+			return bench.WriteJSON(w, rep)
+		case "benchstat":
+			return bench.WriteBenchstat(w, rep)
+		}
+		return bench.WriteTable(w, rep)
+	}
+	if err := writeTo(cmd, f.out, write); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if f.jsonOut != "" {
+		if err := writeTo(cmd, f.jsonOut, func(w io.Writer) error { return bench.WriteJSON(w, rep) }); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	return nil
+}
+
+func writeTo(cmd *cobra.Command, path string, write func(io.Writer) error) error {
+	if path == "" || path == "-" {
+		return write(cmd.OutOrStdout())
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(fh); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+func hostInfo() bench.Host {
+	h := bench.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		h.Kernel = strings.TrimSpace(string(b))
+	}
+	h.Hostname, _ = os.Hostname()
+	return h
+}
+
+// benchExec boots one job as a child `mvm run` process.
+type benchExec struct {
+	exe, tmp   string
+	timeout    time.Duration
+	quiet      bool
+	console    string
+	consoleDir string
+	common     []string
+	variants   []bench.Variant
+	log        *slog.Logger
+	starting   func(bench.Job)
+}
+
+// stopGrace is how long a run may take to stop after SIGTERM (it writes
+// its result first) before it is killed.
+const stopGrace = 10 * time.Second
+
+func (b *benchExec) run(ctx context.Context, job bench.Job) bench.Run {
+	if b.starting != nil {
+		b.starting(job)
+	}
+	var v bench.Variant
+	for _, x := range b.variants {
+		if x.Name == job.Variant {
+			v = x
+		}
+	}
+	res := filepath.Join(b.tmp, fmt.Sprintf("run-%d.json", job.Seq))
+	console := b.console
+	if b.consoleDir != "" {
+		console = "file:" + filepath.Join(b.consoleDir, fmt.Sprintf("run-%03d-%s-cpus%d.log", job.Seq, job.Variant, job.CPUs))
+	}
+	args := bench.RunArgs(v.Settings, job.CPUs, b.quiet)
+	args = append(args, "--console", console, "--result-json", res)
+	args = append(args, b.common...)
+	r := bench.Run{Args: args}
+
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, b.exe, args...)
+	// SIGTERM rather than the default SIGKILL: mvm stops the guest and
+	// still writes its result, which the record keeps.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = stopGrace
+	stderr := &tailBuffer{max: 4096}
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	b.log.Debug("bench: start run", "seq", job.Seq, "args", strings.Join(args, " "))
+	t0 := time.Now()
+	err := cmd.Run()
+	wall := time.Since(t0)
+
+	r.PhasesNS = map[string]int64{}
+	if ps := cmd.ProcessState; ps != nil {
+		r.ExitCode = ps.ExitCode()
+		r.PhasesNS[bench.PhaseProcessWall] = int64(wall)
+		r.PhasesNS[bench.PhaseProcessCPU] = int64(ps.UserTime() + ps.SystemTime())
+	}
+	if data, rerr := os.ReadFile(res); rerr == nil {
+		sum, prof, perr := bench.ParseResult(data)
+		if perr == nil {
+			r.Summary, r.Profile = sum, prof
+			for k, v := range bench.Phases(sum) {
+				r.PhasesNS[k] = v
+			}
+		} else if err == nil {
+			err = perr
+		}
+		os.Remove(res)
+	} else if err == nil {
+		err = fmt.Errorf("mvm run wrote no result: %w", rerr)
+	}
+
+	switch {
+	case ctx.Err() != nil:
+		r.Status, r.Error = bench.StatusInterrupted, "interrupted"
+	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+		r.Status, r.Error = bench.StatusFailed, fmt.Sprintf("timed out after %v and was stopped", b.timeout)
+	case err != nil:
+		r.Status = bench.StatusFailed
+		r.Error = strings.TrimSpace(stderr.String())
+		if r.Error == "" {
+			r.Error = err.Error()
+		} else if r.ExitCode > 0 {
+			r.Error = fmt.Sprintf("exit status %d: %s", r.ExitCode, r.Error)
+		}
+	default:
+		r.Status = bench.StatusOK
+	}
+	return r
+}
+
+// tailBuffer keeps the last max bytes written to it: the end of a failed
+// run's stderr says why it failed.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = t.b[over:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// benchProgress shows how far the bench is: a progress bar with an ETA on
+// a terminal, one line per run otherwise (CI logs).
+type benchProgress struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	start time.Time
+	total int
+	log   *slog.Logger
+}
+
+func newBenchProgress(w *os.File, total int, log *slog.Logger) *benchProgress {
+	p := &benchProgress{w: w, start: time.Now(), total: total, log: log}
+	if term.IsTerminal(int(w.Fd())) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("booting"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionClearOnFinish(),
+		)
+		p.bar.RenderBlank()
+	}
+	return p
+}
+
+func (p *benchProgress) starting(j bench.Job) {
+	if p.bar != nil {
+		p.bar.Describe(jobText(j))
+	}
+}
+
+func jobText(j bench.Job) string {
+	s := fmt.Sprintf("%s, %d vCPU", j.Variant, j.CPUs)
+	if j.CPUs != 1 {
+		s += "s"
+	}
+	if j.Warmup {
+		s += ", warm-up"
+	}
+	return s
+}
+
+func (p *benchProgress) done(r bench.Run, n, total int) {
+	if p.bar != nil {
+		if r.Status == bench.StatusFailed {
+			p.bar.Clear()
+			fmt.Fprintf(p.w, "mvm bench: run %s failed: %s\n", bench.RunName(r), lastLine(r.Error))
+		}
+		p.bar.Add(1)
+		return
+	}
+	elapsed := time.Since(p.start)
+	eta := time.Duration(float64(elapsed) / float64(n) * float64(total-n)).Round(time.Second)
+	what := "ok"
+	switch r.Status {
+	case bench.StatusFailed:
+		what = "FAILED: " + lastLine(r.Error)
+	case bench.StatusInterrupted:
+		what = "interrupted"
+	default:
+		if t, ok := r.PhasesNS[vmm.PhaseTotal]; ok {
+			what += fmt.Sprintf(", total %.3f s", float64(t)/1e9)
+		}
+		if t, ok := r.PhasesNS[vmm.PhaseKernelToUser]; ok {
+			what += fmt.Sprintf(", kernel_to_user %.3f s", float64(t)/1e9)
+		}
+	}
+	fmt.Fprintf(p.w, "mvm bench: run %d/%d %s: %s; ETA %v\n", n, total, bench.RunName(r), what, eta)
+}
+
+func (p *benchProgress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+		fmt.Fprintln(p.w)
+	}
+	p.log.Debug("bench: runs finished", "elapsed", time.Since(p.start).Round(time.Millisecond))
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		// mvm's own error is its last line; earlier ones are log output.
+		return s[i+1:]
+	}
+	return s
+}

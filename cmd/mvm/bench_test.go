@@ -1,0 +1,411 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mvm-dev/mvm/bench"
+	"github.com/mvm-dev/mvm/vmm"
+)
+
+// fakeEnv makes this test binary act as mvm: `run` is a fake boot that
+// needs no KVM (so mvm bench's real exec path runs on any host), every
+// other command is mvm's real main. mvm bench runs its own executable,
+// which in these tests is this binary. init, not TestMain, so that the
+// fake takes over before the testing package parses flags.
+const fakeEnv = "MVM_TEST_FAKE"
+
+func init() {
+	if os.Getenv(fakeEnv) == "" {
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		os.Exit(fakeRun(os.Args[2:]))
+	}
+	main()
+	os.Exit(0)
+}
+
+// fakeRun imitates `mvm run` of the Linux test guest: it writes a
+// --result-json whose phases follow the arguments. kernel_to_user is
+// 100 ms plus the guest's mvm.delay_ms (the last one on the command line
+// wins, as in guest.TestInit); secondaries exist with more than one vCPU
+// and PSCI in userspace, 1 ms per secondary; the smp console line only
+// without quiet. Kernels named "fail", "crash" and "hang" misbehave.
+func fakeRun(args []string) int {
+	opt := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimPrefix(args[i], "--")
+		if k, v, ok := strings.Cut(a, "="); ok {
+			opt[k] = v
+		} else if i+1 < len(args) {
+			opt[a] = args[i+1]
+			i++
+		}
+	}
+	kernel := filepath.Base(opt["kernel"])
+	switch kernel {
+	case "fail":
+		fmt.Fprintf(os.Stderr, "mvm: kernel %s is a text file, not an arm64 Image or flat binary\n", opt["kernel"])
+		return 1
+	case "hang":
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		select {
+		case s := <-sigs:
+			writeFake(opt["result-json"], vmm.Summary{Exit: vmm.ExitStopped, PhasesNS: map[string]int64{"vmm_setup": 1e6}})
+			return 128 + int(s.(syscall.Signal))
+		case <-time.After(time.Minute):
+			return 1
+		}
+	}
+	cmdline := opt["cmdline"] + " " + opt["append"]
+	delay := 0.0
+	if m := regexp.MustCompile(`.*mvm\.delay_ms=(\d+)`).FindStringSubmatch(cmdline); m != nil {
+		delay, _ = strconv.ParseFloat(m[1], 64)
+	}
+	cpus, _ := strconv.Atoi(opt["cpus"])
+	noise := func(ms float64) int64 { return int64(ms * 1e6 * (1 + 0.02*rand.NormFloat64())) }
+	s := vmm.Summary{Exit: vmm.ExitPowerOff, PSCI: vmm.PSCIUser, CPUs: cpus, PhasesNS: map[string]int64{}, ConsoleNS: map[string]int64{}}
+	if opt["psci"] == "kernel" {
+		s.PSCI = vmm.PSCIKernel
+	}
+	setup := noise(5)
+	s.EnteredNS = append(s.EnteredNS, setup)
+	s.CPUOnNS = append(s.CPUOnNS, -1)
+	s.PhasesNS[vmm.PhaseVMMSetup] = setup
+	if cpus > 1 && s.PSCI == vmm.PSCIUser {
+		on := setup + noise(30)
+		for i := 1; i < cpus; i++ {
+			s.CPUOnNS = append(s.CPUOnNS, on+int64(i-1)*1e6)
+			s.EnteredNS = append(s.EnteredNS, on+int64(i)*1e6)
+		}
+		s.PhasesNS[vmm.PhaseBootToSMP] = on - setup
+		s.PhasesNS[vmm.PhaseSecondaries] = int64(cpus-1) * 1e6
+		if !strings.Contains(" "+cmdline+" ", " quiet ") {
+			s.ConsoleNS[vmm.ConsoleMarkSMP] = on + int64(cpus)*1e6
+		}
+	}
+	k2u := noise(100 + delay)
+	s.PhasesNS[vmm.PhaseKernelToUser] = k2u
+	s.PhasesNS[vmm.PhaseTotal] = setup + k2u + noise(2)
+	s.MarksNS = []vmm.MarkSummary{{Code: 0x41, AtNS: setup + k2u}}
+	if kernel == "crash" {
+		s.Exit, s.Error = vmm.ExitFault, "vCPU 0: unhandled exception"
+		writeFake(opt["result-json"], s)
+		fmt.Fprintln(os.Stderr, "mvm: guest stopped: vCPU 0: unhandled exception")
+		return 1
+	}
+	if err := writeFake(opt["result-json"], s); err != nil {
+		fmt.Fprintln(os.Stderr, "mvm:", err)
+		return 1
+	}
+	return 0
+}
+
+func writeFake(path string, s vmm.Summary) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// benchIn runs mvm with args in this process (its boots are fake runs)
+// and returns stdout, stderr and the exit status main would use.
+func benchIn(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	t.Setenv(fakeEnv, "1")
+	root := newRootCmd(time.Now())
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	code := 0
+	var ee *exitError
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.code
+	case errors.As(err, &ue) || isCobraUsageError(err):
+		code = 2
+	default:
+		code = 1
+	}
+	if err != nil {
+		t.Logf("mvm %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), code
+}
+
+func readReport(t *testing.T, path string) *bench.Report {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := bench.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func kernelFile(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte("fake"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBenchAA(t *testing.T) {
+	k := kernelFile(t, "Image")
+	js := filepath.Join(t.TempDir(), "aa.json")
+	out, code := benchIn(t, "bench", "--kernel", k, "--runs", "6", "--warmup", "0", "--variant", "A2",
+		"--fail-on-regression", "10", "--json", js)
+	if code != 0 {
+		t.Fatalf("A/A exit status %d\n%s", code, out)
+	}
+	t.Logf("\n%s", out)
+	r := readReport(t, js)
+	if len(r.Runs) != 12 || len(r.Analysis.Regressions) != 0 || len(r.Analysis.Failed) != 0 {
+		t.Errorf("%d runs, regressions %+v, failed %+v", len(r.Runs), r.Analysis.Regressions, r.Analysis.Failed)
+	}
+	for i, run := range r.Runs {
+		if want := []string{"A", "A2"}[i%2]; run.Variant != want {
+			t.Errorf("run %d is %s, want %s (interleaved)", i+1, run.Variant, want)
+		}
+		if !strings.Contains(strings.Join(run.Args, " "), "--console none") || !strings.Contains(strings.Join(run.Args, " "), " quiet") {
+			t.Errorf("run %d: not quiet: %q", i+1, run.Args)
+		}
+	}
+	for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal, bench.PhaseProcessWall, bench.PhaseProcessCPU} {
+		c, ok := r.Analysis.Cell(1, "A2", p)
+		if !ok || c.N != 6 || c.Delta == nil {
+			t.Errorf("%s: %+v", p, c)
+		}
+	}
+}
+
+func TestBenchABRegression(t *testing.T) {
+	k := kernelFile(t, "Image")
+	js := filepath.Join(t.TempDir(), "ab.json")
+	// A waits 50 ms in init, slow 80 ms, fast not at all.
+	out, code := benchIn(t, "bench", "--kernel", k, "--append", "mvm.delay_ms=50", "--runs", "5", "--warmup", "1",
+		"--variant", "slow:cmdline-append=mvm.delay_ms=80", "--variant", "fast:append=",
+		"--fail-on-regression", "10", "--json", js)
+	t.Logf("\n%s", out)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1 (regression)", code)
+	}
+	r := readReport(t, js)
+	for _, p := range []string{vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+		c, _ := r.Analysis.Cell(1, "slow", p)
+		if c.Delta == nil || !c.Delta.Regression || c.Delta.Pct < 10 {
+			t.Errorf("slow %s: %+v", p, c.Delta)
+		}
+		c, _ = r.Analysis.Cell(1, "fast", p)
+		if c.Delta == nil || !c.Delta.Significant || c.Delta.Regression || c.Delta.Pct > -10 {
+			t.Errorf("fast %s: %+v", p, c.Delta)
+		}
+	}
+	for _, g := range r.Analysis.Regressions {
+		if g.Variant != "slow" || (g.Phase != vmm.PhaseKernelToUser && g.Phase != vmm.PhaseTotal) {
+			t.Errorf("unexpected regression %+v", g)
+		}
+	}
+	if n := len(r.Runs); n != 18 || !r.Runs[0].Warmup || r.Runs[3].Warmup {
+		t.Errorf("%d runs, first %+v", n, r.Runs[0])
+	}
+	if !strings.Contains(out, "REGRESSIONS beyond 10%") {
+		t.Error("the table does not list the regressions")
+	}
+
+	// The same runs: without --fail-on-regression, status 0; with the
+	// slow variant as the baseline, nothing is slower than it.
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"bench", "--from", js}, 0},
+		{[]string{"bench", "--from", js, "--fail-on-regression", "10"}, 1},
+		{[]string{"bench", "--from", js, "--fail-on-regression", "100"}, 0},
+		{[]string{"bench", "--from", js, "--fail-on-regression", "10", "--baseline", "slow"}, 0},
+		{[]string{"bench", "--from", js, "--fail-on-regression", "10", "--phases", "vmm_setup"}, 0},
+	} {
+		if _, code := benchIn(t, c.args...); code != c.code {
+			t.Errorf("%s: exit status %d, want %d", strings.Join(c.args, " "), code, c.code)
+		}
+	}
+}
+
+func TestBenchCPUsAndFormats(t *testing.T) {
+	k := kernelFile(t, "Image")
+	dir := t.TempDir()
+	out, code := benchIn(t, "bench", "--kernel", k, "--cpus", "1,4,8", "--runs", "2", "--warmup", "0",
+		"--psci", "user", "--verbose-console", "--format", "benchstat", "--json", filepath.Join(dir, "r.json"),
+		"--console-dir", filepath.Join(dir, "con"))
+	if code != 0 {
+		t.Fatalf("exit status %d\n%s", code, out)
+	}
+	for _, want := range []string{
+		"BenchmarkBoot/cpus=4/variant=A/phase=secondaries 1 3000000 ns/op",
+		"BenchmarkBoot/cpus=8/variant=A/phase=secondaries 1 7000000 ns/op",
+		"BenchmarkBoot/cpus=8/variant=A/phase=secondaries_console ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("benchstat output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "cpus=1/variant=A/phase=secondaries") {
+		t.Error("secondaries at 1 vCPU")
+	}
+	r := readReport(t, filepath.Join(dir, "r.json"))
+	for _, run := range r.Runs {
+		if strings.Contains(strings.Join(run.Args, " "), "quiet") {
+			t.Errorf("--verbose-console run has quiet: %q", run.Args)
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "con", "run-*.log"))
+	if len(logs) != 0 {
+		// The fake run writes no console; mvm run would create them.
+		t.Logf("console logs: %v", logs)
+	}
+	if !strings.Contains(strings.Join(r.Runs[0].Args, " "), "--console file:"+filepath.Join(dir, "con", "run-001-A-cpus1.log")) {
+		t.Errorf("--console-dir not passed: %q", r.Runs[0].Args)
+	}
+}
+
+func TestBenchFailedRuns(t *testing.T) {
+	dir := t.TempDir()
+	k := kernelFile(t, "Image")
+	js := filepath.Join(dir, "f.json")
+	out, code := benchIn(t, "bench", "--kernel", k, "--runs", "2", "--warmup", "0",
+		"--variant", "broken:kernel="+kernelFile(t, "fail"), "--variant", "crash:kernel="+kernelFile(t, "crash"),
+		"--variant", "hang:kernel="+kernelFile(t, "hang"), "--timeout", "1s", "--json", js)
+	t.Logf("\n%s", out)
+	if code != benchExitRunsFailed {
+		t.Errorf("exit status %d, want %d", code, benchExitRunsFailed)
+	}
+	r := readReport(t, js)
+	if len(r.Runs) != 8 {
+		t.Fatalf("%d runs, want 8: the bench must go on after failures", len(r.Runs))
+	}
+	var failed []int
+	for _, f := range r.Analysis.Failed {
+		failed = append(failed, f.Seq)
+	}
+	if fmt.Sprint(failed) != "[2 3 4 6 7 8]" {
+		t.Errorf("failed runs %v", failed)
+	}
+	for _, want := range []string{"#2 (broken, 1 vCPU): exit status 1: mvm: kernel", "is a text file",
+		"#3 (crash, 1 vCPU): exit status 1: mvm: guest stopped", "#4 (hang, 1 vCPU): timed out after 1s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	if c, ok := r.Analysis.Cell(1, "A", vmm.PhaseTotal); !ok || c.N != 2 {
+		t.Errorf("A's cell: %+v", c)
+	}
+	if r.Runs[2].Summary == nil || r.Runs[2].Summary.Exit != vmm.ExitFault {
+		t.Errorf("the crashed run's result was not kept: %+v", r.Runs[2].Summary)
+	}
+	if !strings.Contains(out, "failed") {
+		t.Error("cells of failed variants not marked")
+	}
+}
+
+func TestBenchBadInput(t *testing.T) {
+	k := kernelFile(t, "Image")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kernel", k, "--variant", "B:frobnicate=1"}, `unknown key "frobnicate"`},
+		{[]string{"--kernel", k, "--runs", "0"}, "--runs 0"},
+		{[]string{"--kernel", k, "--warmup", "-1"}, "--warmup"},
+		{[]string{"--runs", "3"}, "--kernel is required"},
+		{[]string{"--kernel", k, "--cpus", "0"}, "--cpus"},
+		{[]string{"--kernel", k, "--variant", "A:cpus=2"}, "baseline"},
+		{[]string{"--kernel", k, "--variant", "B:memory=lots"}, "memory=lots"},
+		{[]string{"--kernel", k, "--format", "xml"}, "--format"},
+		{[]string{"--kernel", k, "--baseline", "Z"}, "--baseline Z"},
+		{[]string{"--kernel", k, "--alpha", "2"}, "--alpha"},
+		{[]string{"--kernel", k, "--phases", "nope"}, "unknown phase"},
+		{[]string{"--kernel", k, "--console", "stdio"}, "--console"},
+		{[]string{"--kernel", k, "--marker", "bad"}, "--marker"},
+		{[]string{"--kernel", k, "--result-json", "x"}, "unknown flag"},
+		{[]string{"--from", "x.json", "--kernel", k}, "--kernel would have no effect"},
+		{[]string{"--from", filepath.Join(t.TempDir(), "none.json")}, "--from"},
+	}
+	for _, c := range cases {
+		t.Setenv(fakeEnv, "1")
+		root := newRootCmd(time.Now())
+		root.SetOut(&bytes.Buffer{})
+		root.SetArgs(append([]string{"bench"}, c.args...))
+		err := root.Execute()
+		var ue usageError
+		if err == nil || !(errors.As(err, &ue) || isCobraUsageError(err)) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("mvm bench %s: error %v, want a usage error mentioning %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
+
+// TestBenchInterrupt: SIGINT during a bench stops it, prints the results
+// measured so far and exits 130. mvm bench runs as its own process here
+// (this binary acting as mvm) so that the signal goes to it alone.
+func TestBenchInterrupt(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kernelFile(t, "Image")
+	cmd := exec.Command(exe, "bench", "--kernel", k, "--runs", "2", "--warmup", "0",
+		"--variant", "hang:kernel="+kernelFile(t, "hang"))
+	cmd.Env = append(os.Environ(), fakeEnv+"=1")
+	var out bytes.Buffer
+	stderr := &tailBuffer{max: 1 << 20}
+	cmd.Stdout, cmd.Stderr = &out, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for run 1 (A) to finish and run 2 (hang) to start.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "run 1/4") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want status 130\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
+	}
+	s := out.String()
+	if !strings.Contains(s, "INTERRUPTED") || !strings.Contains(s, "total [ms]") {
+		t.Errorf("no partial results:\n%s", s)
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
