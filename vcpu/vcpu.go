@@ -59,6 +59,9 @@ type PowerOnRequest struct {
 	InitOnly bool
 	// Issued is when the request was made (CPU_ON time), for the timeline.
 	Issued time.Time
+	// Ready, if not nil, is closed once the vCPU is reset and about to
+	// enter the guest.
+	Ready chan struct{}
 }
 
 // FaultError is a vCPU stop the guest caused (failed entry, internal error,
@@ -140,6 +143,15 @@ func (v *VCPU) PowerOn(req PowerOnRequest) bool {
 	}
 }
 
+// DropPowerOn discards a power-on request that was never acted on (before a
+// reboot, so a CPU_ON from the previous boot cannot start a vCPU).
+func (v *VCPU) DropPowerOn() {
+	select {
+	case <-v.on:
+	default:
+	}
+}
+
 // Kick forces the vCPU out of KVM_RUN (or keeps it from entering): it sets
 // kvm_run.immediate_exit and signals the vCPU's thread. The signal is SIGURG,
 // for which the Go runtime has a handler that ignores foreign sends, so
@@ -189,6 +201,9 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 			return err
 		}
 		v.LastOn = req
+		if req.Ready != nil {
+			close(req.Ready)
+		}
 		h.Entering(v)
 		v.Entered = time.Now()
 		next, err := v.runGuest(stop, h)

@@ -368,32 +368,26 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 func (m *VM) boot(ctx context.Context) endEvent {
 	stop := make(chan struct{})
 	done := make(chan error, len(m.cpus))
-	boot := vcpu.PowerOnRequest{Entry: m.place.Entry, Context: m.place.DTB.Base, Issued: time.Now()}
-	m.cpus[0].v.PowerOn(boot)
-	if m.psci == PSCIKernel {
-		for _, t := range m.cpus[1:] {
-			t.v.PowerOn(vcpu.PowerOnRequest{InitOnly: true})
-		}
-	}
+	running := 0
 	for _, t := range m.cpus {
-		t.runs <- runCmd{stop: stop, done: done}
+		t.v.DropPowerOn()
 	}
-	var ev endEvent
-	running := len(m.cpus)
-	select {
-	case <-ctx.Done():
-		ev = endEvent{kind: ExitStopped, err: ctx.Err()}
-	case ev = <-m.events:
-	case err := <-done:
-		running--
-		ev = m.loopEnded(err)
+	ev, ended := m.startLoops(stop, done, &running)
+	if !ended {
+		select {
+		case <-ctx.Done():
+			ev = endEvent{kind: ExitStopped, err: ctx.Err()}
+		case ev = <-m.events:
+		case err := <-done:
+			running--
+			ev = m.loopEnded(err)
+		}
 	}
 	close(stop)
 	for _, t := range m.cpus {
 		t.v.Kick()
 	}
-	// A vCPU that ignores kicks would hang us; KVM always honours
-	// immediate_exit, so this wait is bounded.
+	// KVM always honours immediate_exit, so this wait is bounded.
 	for ; running > 0; running-- {
 		if err := <-done; err != nil && ev.kind != ExitFault {
 			m.log.Warn("vCPU stopped with an error", "err", err)
@@ -405,6 +399,34 @@ func (m *VM) boot(ctx context.Context) endEvent {
 	default:
 	}
 	return ev
+}
+
+// startLoops starts every vCPU's loop for one boot, secondaries first. With
+// KVM's PSCI each secondary must be reset into its powered-off state before
+// the boot CPU can send it a CPU_ON, or the reset would discard that CPU_ON.
+// It reports an end event if a loop failed while starting.
+func (m *VM) startLoops(stop chan struct{}, done chan error, running *int) (endEvent, bool) {
+	for _, t := range m.cpus[1:] {
+		var ready chan struct{}
+		if m.psci == PSCIKernel {
+			ready = make(chan struct{})
+			t.v.PowerOn(vcpu.PowerOnRequest{InitOnly: true, Ready: ready})
+		}
+		t.runs <- runCmd{stop: stop, done: done}
+		*running++
+		if ready != nil {
+			select {
+			case <-ready:
+			case err := <-done:
+				*running--
+				return m.loopEnded(err), true
+			}
+		}
+	}
+	m.cpus[0].v.PowerOn(vcpu.PowerOnRequest{Entry: m.place.Entry, Context: m.place.DTB.Base, Issued: time.Now()})
+	m.cpus[0].runs <- runCmd{stop: stop, done: done}
+	*running++
+	return endEvent{}, false
 }
 
 func (m *VM) loopEnded(err error) endEvent {
