@@ -43,8 +43,9 @@ type Handler interface {
 	// SystemEvent handles KVM_EXIT_SYSTEM_EVENT.
 	SystemEvent(v *VCPU, typ uint32, data []uint64) Next
 	// Exited is called after every KVM_RUN return with the exit reason
-	// (kvm.Exit*, or kvm.ExitIntr for EINTR) and the time spent from
-	// KVM_RUN's return until the handler finished; for accounting.
+	// (kvm.Exit*, or kvm.ExitIntr for EINTR), the ExitKey the handler set
+	// (-1 if none) and the time from KVM_RUN's return until the handler
+	// finished; for accounting.
 	Exited(v *VCPU, reason uint32, sub int, handle time.Duration)
 }
 
@@ -88,6 +89,11 @@ type VCPU struct {
 	mpidr uint64
 	tid   atomic.Int32
 	on    chan PowerOnRequest
+
+	// ExitKey classifies the exit being handled for accounting: the
+	// Handler may set it while handling; Exited receives it as sub. The
+	// loop resets it to -1 before each exit.
+	ExitKey int
 
 	// LastOn is the most recent power-on request this vCPU acted on;
 	// Entered when it then entered the guest. Read them after Loop returns
@@ -257,12 +263,13 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		t0 := time.Now()
 		if errno != 0 {
 			if errno == unix.EINTR || errno == unix.EAGAIN {
-				h.Exited(v, kvm.ExitIntr, 0, time.Since(t0))
+				h.Exited(v, kvm.ExitIntr, -1, time.Since(t0))
 				continue
 			}
 			return Halt, v.fault("KVM_RUN failed", errno.Error())
 		}
 		next := Continue
+		v.ExitKey = -1
 		reason := v.run.ExitReason()
 		switch reason {
 		case kvm.ExitMMIO:
@@ -285,7 +292,7 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		default:
 			return Halt, v.fault("unhandled exit", fmt.Sprintf("exit reason %d", reason))
 		}
-		h.Exited(v, reason, 0, time.Since(t0))
+		h.Exited(v, reason, v.ExitKey, time.Since(t0))
 		if next != Continue {
 			return next, nil
 		}

@@ -75,6 +75,14 @@ type Config struct {
 	// built-in ones (DefaultConsoleMarkers).
 	Markers []ConsoleMarker
 
+	// Profile reads KVM's stats fd and the kvm_entry/kvm_exit tracepoints
+	// besides counting userspace exits, and puts an exits.Report in the
+	// Result.
+	Profile bool
+	// MetricsAddr, if set, serves Prometheus metrics (/metrics) on this
+	// HOST:PORT while the VM runs.
+	MetricsAddr string
+
 	Logger *slog.Logger
 	// Start is when the VMM started (process start) for the vmm_setup
 	// phase; zero means when New is called.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/vcpu"
 )
@@ -28,6 +29,7 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 		}
 	}
 	m.mu.Unlock()
+	m.prof.rec[v.ID].SetState(exits.StateRunning)
 	if m.pm != nil {
 		// The boot CPU is ON from the start; a secondary was ON_PENDING
 		// since its CPU_ON.
@@ -40,6 +42,7 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 // MMIO implements vcpu.Handler.
 func (m *VM) MMIO(v *vcpu.VCPU, addr uint64, data []byte, write bool) {
 	if dev, off := m.bus.Find(addr); dev != nil {
+		v.ExitKey = m.prof.mmioKey(dev.Name())
 		if write {
 			dev.Write(off, data)
 		} else {
@@ -48,6 +51,7 @@ func (m *VM) MMIO(v *vcpu.VCPU, addr uint64, data []byte, write bool) {
 		return
 	}
 	// Nothing here: reads as zero, writes are dropped, the guest goes on.
+	v.ExitKey = int(m.prof.unmapped)
 	m.unmappedCount.Add(1)
 	if !write {
 		clear(data)
@@ -62,6 +66,7 @@ func (m *VM) MMIO(v *vcpu.VCPU, addr uint64, data []byte, write bool) {
 // SystemEvent implements vcpu.Handler: KVM's own PSCI (kernel mode) reports
 // SYSTEM_OFF/RESET this way, and a guest crash report arrives here too.
 func (m *VM) SystemEvent(v *vcpu.VCPU, typ uint32, data []uint64) vcpu.Next {
+	v.ExitKey = m.prof.systemEventKey(typ)
 	switch typ {
 	case kvm.SystemEventShutdown:
 		m.end(ExitPowerOff, nil)
@@ -78,4 +83,6 @@ func (m *VM) SystemEvent(v *vcpu.VCPU, typ uint32, data []uint64) vcpu.Next {
 }
 
 // Exited implements vcpu.Handler.
-func (m *VM) Exited(v *vcpu.VCPU, reason uint32, sub int, handle time.Duration) {}
+func (m *VM) Exited(v *vcpu.VCPU, reason uint32, sub int, handle time.Duration) {
+	m.prof.record(v.ID, reason, sub, handle)
+}

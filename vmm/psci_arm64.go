@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/psci"
 	"github.com/mvm-dev/mvm/vcpu"
 )
@@ -31,6 +32,7 @@ func (m *VM) newPSCI(mpidrs []uint64) error {
 // Only the PSCI ranges are forwarded, so anything else is answered
 // NOT_SUPPORTED and logged once per function ID.
 func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
+	v.ExitKey = m.prof.hypercallKey(fid)
 	if m.pm == nil || !psci.InRange(fid) {
 		m.unknownHypercall(v, fid)
 		return vcpu.Continue
@@ -64,6 +66,7 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 			m.log.Error("CPU_ON: target already has a pending start", "target", r.Target)
 		}
 	case psci.ActionCPUOff:
+		m.prof.rec[v.ID].SetState(exits.StateOff)
 		return vcpu.PowerOff
 	case psci.ActionSystemOff:
 		m.end(ExitPowerOff, nil)

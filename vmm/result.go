@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mvm-dev/mvm/devices"
+	"github.com/mvm-dev/mvm/exits"
 )
 
 // ExitKind is how a VM run ended.
@@ -30,6 +31,8 @@ type Result struct {
 	PSCI PSCIMode
 	// Memory is measured when the guest stops, before anything is freed.
 	Memory MemoryUse
+	// Profile is the exit profile (with Config.Profile), else nil.
+	Profile *exits.Report
 }
 
 // MemoryUse is mvm's memory at the end of a run.

@@ -43,8 +43,10 @@ type VM struct {
 	marker  *devices.Marker
 	watcher *consoleWatcher
 
-	cpus []*cpuThread
-	pm   *psci.Machine // PSCI user mode only
+	cpus    []*cpuThread
+	pm      *psci.Machine // PSCI user mode only
+	prof    *profile
+	metrics *metricsServer
 
 	unmappedSeen  sync.Map // guest address -> struct{}: log each once
 	unmappedCount atomic.Uint64
@@ -124,6 +126,9 @@ func (m *VM) build() error {
 	if err := m.createDevices(); err != nil {
 		return err
 	}
+	if err := m.setupProfile(); err != nil {
+		return err
+	}
 	if m.dtb, err = m.deviceTree(); err != nil {
 		return fmt.Errorf("build device tree: %w", err)
 	}
@@ -131,6 +136,35 @@ func (m *VM) build() error {
 		return err
 	}
 	m.dropBootFiles()
+	return nil
+}
+
+// setupProfile creates the exit recorders, opens the profiling sources when
+// asked, and binds the metrics listener (so a bad address fails early).
+func (m *VM) setupProfile() error {
+	var names []string
+	for _, d := range m.bus.Devices() {
+		names = append(names, d.Name())
+	}
+	p, err := newProfile(m.log, len(m.cpus), names)
+	if err != nil {
+		return err
+	}
+	m.prof = p
+	if m.cfg.Profile {
+		var fds []uintptr
+		var tids []int
+		for _, t := range m.cpus {
+			fds = append(fds, t.v.Fd())
+			tids = append(tids, t.v.TID())
+		}
+		p.enable(m.vm.Fd(), fds, tids)
+	}
+	if m.cfg.MetricsAddr != "" {
+		if m.metrics, err = newMetricsServer(m.cfg.MetricsAddr, m); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -337,6 +371,11 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res := Result{PSCI: m.psci}
 	stopInput := m.startConsoleInput()
 	defer stopInput()
+	if m.metrics != nil {
+		m.metrics.start()
+		defer m.metrics.stop()
+	}
+	m.prof.start()
 	for {
 		ev := m.boot(ctx)
 		res.Exit, res.Err = ev.kind, ev.err
@@ -352,6 +391,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	}
 	end := time.Now()
 	res.Memory = m.memoryUse()
+	res.Profile = m.prof.finish()
 	m.mu.Lock()
 	m.timeline.End = end
 	res.Timeline = m.timeline
@@ -528,6 +568,10 @@ func (m *VM) Close() error {
 		<-t.gone
 	}
 	m.cpus = nil
+	m.prof.close()
+	if m.metrics != nil {
+		m.metrics.stop()
+	}
 	if m.ram != nil {
 		m.ram.close()
 	}

@@ -33,6 +33,11 @@ type runFlags struct {
 	logLevel         string
 	markers          []string
 	resultJSON       string
+	profile          bool
+	profileFormat    string
+	profileOut       string
+	perVCPU          bool
+	metricsAddr      string
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -49,6 +54,11 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.logLevel, "log-level", "warn", "mvm's own log level on stderr: debug, info, warn, error")
 	fl.StringArrayVar(&f.markers, "marker", nil, "console marker NAME=REGEX: record when a console line first matches (repeatable)")
 	fl.StringVar(&f.resultJSON, "result-json", "", "write the run's result (exit, boot phases, timeline, memory) as JSON to this file")
+	fl.BoolVar(&f.profile, "profile", false, "profile VM exits (userspace exits, KVM stats fd, kvm_exit tracepoints) and print the report at the end")
+	fl.StringVar(&f.profileFormat, "profile-format", "table", "profile report format: table or json")
+	fl.StringVar(&f.profileOut, "profile-out", "", "write the profile report to this file instead of stderr")
+	fl.BoolVar(&f.perVCPU, "per-vcpu", false, "profile tables per vCPU as well as the total")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while the VM runs")
 }
 
 // config turns the flags into a vmm.Config (without the console).
@@ -72,7 +82,13 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 	cfg := vmm.Config{
 		Kernel: f.kernel, Initrd: f.initrd, Cmdline: cmdline,
 		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset,
-		Start: start,
+		Start: start, Profile: f.profile, MetricsAddr: f.metricsAddr,
+	}
+	if f.profileFormat != "table" && f.profileFormat != "json" {
+		return vmm.Config{}, usageError{fmt.Errorf("--profile-format %q: use table or json", f.profileFormat)}
+	}
+	if (f.profileOut != "" || f.perVCPU) && !f.profile {
+		return vmm.Config{}, usageError{errors.New("--profile-out and --per-vcpu need --profile")}
 	}
 	for _, spec := range f.markers {
 		mk, err := vmm.ParseConsoleMarker(spec)
@@ -171,6 +187,11 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 			return fmt.Errorf("--result-json: %w", err)
 		}
 	}
+	if res.Profile != nil {
+		if err := writeProfile(f, res); err != nil {
+			return err
+		}
+	}
 	return exitFor(res, context.Cause(ctx))
 }
 
@@ -220,4 +241,28 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, data, 0o644)
+}
+
+// writeProfile prints the exit profile where --profile-out says.
+func writeProfile(f *runFlags, res vmm.Result) error {
+	w := os.Stderr
+	if f.profileOut != "" {
+		out, err := os.Create(f.profileOut)
+		if err != nil {
+			return fmt.Errorf("--profile-out: %w", err)
+		}
+		defer out.Close()
+		w = out
+	}
+	res.Profile.PerVCPU = f.perVCPU
+	var err error
+	if f.profileFormat == "json" {
+		err = res.Profile.WriteJSON(w)
+	} else {
+		err = res.Profile.WriteTable(w)
+	}
+	if err != nil {
+		return fmt.Errorf("write the profile: %w", err)
+	}
+	return nil
 }
