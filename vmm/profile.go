@@ -302,4 +302,3 @@ func (p *profile) close() {
 		}
 	}
 }
-
