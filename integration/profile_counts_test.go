@@ -119,7 +119,7 @@ func runCounts(t *testing.T, reps uint64, extra ...string) *countsRun {
 	if r.code != 0 {
 		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	run := &countsRun{name: fmt.Sprintf("reps %d %s", reps, strings.Join(extra, " ")), userPSCI: true}
+	run := &countsRun{name: strings.TrimSpace(fmt.Sprintf("reps %d %s", reps, strings.Join(extra, " "))), userPSCI: true}
 	for i, a := range extra {
 		if a == "--psci" && i+1 < len(extra) && extra[i+1] == "kernel" {
 			run.userPSCI = false
