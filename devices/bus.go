@@ -41,11 +41,18 @@ func (b *Bus) Add(base, size uint64, dev Device) error {
 
 // Find returns the device at addr and the offset into it, or nil.
 func (b *Bus) Find(addr uint64) (Device, uint64) {
+	d, off, _ := b.Lookup(addr)
+	return d, off
+}
+
+// Lookup is Find that also returns the device's index in Devices(), so
+// callers can keep per-device data in a slice.
+func (b *Bus) Lookup(addr uint64) (Device, uint64, int) {
 	i := sort.Search(len(b.ranges), func(i int) bool { return b.ranges[i].base+b.ranges[i].size > addr })
 	if i < len(b.ranges) && addr >= b.ranges[i].base {
-		return b.ranges[i].dev, addr - b.ranges[i].base
+		return b.ranges[i].dev, addr - b.ranges[i].base, i
 	}
-	return nil, 0
+	return nil, 0, -1
 }
 
 // Devices lists the devices in address order.

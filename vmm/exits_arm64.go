@@ -41,8 +41,8 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 
 // MMIO implements vcpu.Handler.
 func (m *VM) MMIO(v *vcpu.VCPU, addr uint64, data []byte, write bool) {
-	if dev, off := m.bus.Find(addr); dev != nil {
-		v.ExitKey = m.prof.mmioKey(dev.Name())
+	if dev, off, idx := m.bus.Lookup(addr); dev != nil {
+		v.ExitKey = m.prof.mmioKey(idx)
 		if write {
 			dev.Write(off, data)
 		} else {

@@ -28,7 +28,7 @@ type profile struct {
 
 	// Keys, registered before the recorders exist so Record never
 	// allocates or looks up strings on the hot path.
-	devKey    map[string]exits.Key // MMIO by device name
+	devKey    []exits.Key // MMIO by device index on the bus
 	unmapped  exits.Key
 	psciKey   map[uint32]exits.Key // hypercalls by function ID
 	otherHVC  exits.Key
@@ -47,11 +47,12 @@ type profile struct {
 	started   time.Time
 }
 
-// newProfile registers the exit keys and makes one recorder per vCPU.
+// newProfile registers the exit keys and makes one recorder per vCPU;
+// deviceNames are the bus's devices in Devices() order.
 func newProfile(log *slog.Logger, ncpu int, deviceNames []string) (*profile, error) {
 	p := &profile{
 		log: log, schema: exits.NewSchema(),
-		devKey: map[string]exits.Key{}, psciKey: map[uint32]exits.Key{},
+		psciKey: map[uint32]exits.Key{},
 		sysKey: map[uint32]exits.Key{}, reasonKey: map[uint32]exits.Key{},
 	}
 	var regErr error
@@ -63,7 +64,7 @@ func newProfile(log *slog.Logger, ncpu int, deviceNames []string) (*profile, err
 		return key
 	}
 	for _, n := range deviceNames {
-		p.devKey[n] = reg(exits.KindMMIO, n)
+		p.devKey = append(p.devKey, reg(exits.KindMMIO, n))
 	}
 	p.unmapped = reg(exits.KindMMIO, "unmapped")
 	for _, r := range psci.FilterRanges() {
@@ -98,9 +99,9 @@ func (p *profile) record(id int, reason uint32, sub int, d time.Duration) {
 	p.rec[id].Record(key, d)
 }
 
-func (p *profile) mmioKey(dev string) int {
-	if k, ok := p.devKey[dev]; ok {
-		return int(k)
+func (p *profile) mmioKey(dev int) int {
+	if dev >= 0 && dev < len(p.devKey) {
+		return int(p.devKey[dev])
 	}
 	return int(p.unmapped)
 }

@@ -82,22 +82,15 @@ func (r *Run) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off]
 // SetImmediateExit sets kvm_run.immediate_exit: KVM_RUN then returns EINTR at
 // once instead of entering the guest. Safe to call from another thread.
 func (r *Run) SetImmediateExit(v bool) {
-	var b uint32
+	// immediate_exit is byte 1 of the first word; byte 0
+	// (request_interrupt_window) and bytes 2-3 (padding) are unused on
+	// arm64, so one atomic store of the whole word sets it without
+	// tearing or reordering against the kicker's signal.
+	var w uint32
 	if v {
-		b = 1
+		w = 1 << (8 * runImmediateExit)
 	}
-	// immediate_exit is a byte; store it with an atomic on the aligned
-	// word that holds it so the kicking thread's write is not torn or
-	// reordered. Byte 0 (request_interrupt_window) is unused on arm64.
-	p := (*uint32)(unsafe.Pointer(&r.mem[0]))
-	old := atomic.LoadUint32(p)
-	for {
-		nv := old&^(0xff<<(8*runImmediateExit)) | b<<(8*runImmediateExit)
-		if atomic.CompareAndSwapUint32(p, old, nv) {
-			return
-		}
-		old = atomic.LoadUint32(p)
-	}
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&r.mem[0])), w)
 }
 
 // ExitReason is kvm_run.exit_reason.

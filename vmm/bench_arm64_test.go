@@ -1,0 +1,149 @@
+//go:build linux && arm64
+
+package vmm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+	"unsafe"
+
+	hkvm "github.com/c35s/hype/kvm"
+	"golang.org/x/sys/unix"
+
+	"github.com/mvm-dev/mvm/internal/kvm"
+)
+
+// mmioExits is MMIO_COUNT in guest/payloads/mmio.s.
+const mmioExits = 5000
+
+func mmioPayload(b *testing.B) string {
+	dir := os.Getenv("MVM_GUEST_DIR")
+	if dir == "" {
+		b.Fatal("MVM_GUEST_DIR is not set: run with 'make bench'")
+	}
+	return filepath.Join(dir, "mmio.bin")
+}
+
+// BenchmarkMMIOExit compares a userspace MMIO exit through mvm's vCPU loop
+// and device bus (vmm.New + Run, with KVM's PSCI so both sides see the same
+// exits) with a bare KVM_RUN loop that only re-enters, on the same payload
+// in the same run. ns/op is per exit; the ratio is mvm/bare.
+func BenchmarkMMIOExit(b *testing.B) {
+	payload := mmioPayload(b)
+	var mvmNS, bareNS float64
+	for i := 0; i < b.N; i++ {
+		mvmNS += timeMVM(b, payload)
+		bareNS += timeBare(b, payload)
+	}
+	n := float64(b.N * mmioExits)
+	b.ReportMetric(mvmNS/n, "mvm-ns/exit")
+	b.ReportMetric(bareNS/n, "bare-ns/exit")
+	b.ReportMetric(mvmNS/bareNS, "mvm/bare")
+	b.ReportMetric(0, "ns/op")
+}
+
+func timeMVM(b *testing.B, payload string) float64 {
+	m, err := New(Config{Kernel: payload, CPUs: 1, Memory: 64 << 20, PSCI: PSCIKernel, OnReset: ResetExit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	t0 := time.Now()
+	res, err := m.Run(context.Background())
+	d := time.Since(t0)
+	if err != nil || res.Exit != ExitPowerOff {
+		b.Fatalf("mvm run: %v %v", res.Exit, err)
+	}
+	return float64(d)
+}
+
+// timeBare runs the payload on the same VM configuration as mvm's (RAM at
+// the same place, one vCPU, an in-kernel vGICv3: its state is switched on
+// every entry and exit, so leaving it out would flatter the bare loop) but
+// with no devices, no accounting and no dispatch: every MMIO exit is
+// re-entered at once.
+func timeBare(b *testing.B, payload string) float64 {
+	code, err := os.ReadFile(payload)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sys, err := kvm.Open()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sys.Close()
+	vm, err := hkvm.CreateVM(sys)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer vm.Close()
+	mem, err := unix.Mmap(-1, 0, 64<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	copy(mem, code)
+	if err := hkvm.SetUserMemoryRegion(vm, &hkvm.UserspaceMemoryRegion{GuestPhysAddr: RAMBase, MemorySize: 64 << 20, UserspaceAddr: uint64(uintptrOf(mem))}); err != nil {
+		b.Fatal(err)
+	}
+	init, err := kvm.PreferredTarget(vm.File)
+	if err != nil {
+		b.Fatal(err)
+	}
+	init.Features[0] |= 1 << kvm.FeaturePSCI02
+	cpu, err := hkvm.CreateVCPU(vm, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cpu.Close()
+	if err := kvm.InitVCPU(cpu.File, &init); err != nil {
+		b.Fatal(err)
+	}
+	gic, err := kvm.CreateDevice(vm.File, kvm.DevTypeARMVGICv3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gic.Close()
+	dist, redist, nr := uint64(GICDistBase), uint64(GICRedistBase), uint32(NrIRQs)
+	for _, a := range []struct {
+		group uint32
+		attr  uint64
+		val   unsafe.Pointer
+	}{
+		{kvm.VGICGroupAddr, kvm.VGICv3AddrDist, unsafe.Pointer(&dist)},
+		{kvm.VGICGroupAddr, kvm.VGICv3AddrRedist, unsafe.Pointer(&redist)},
+		{kvm.VGICGroupNrIRQ, 0, unsafe.Pointer(&nr)},
+		{kvm.VGICGroupCtrl, kvm.VGICCtrlInit, nil},
+	} {
+		if err := kvm.SetDeviceAttr(gic, a.group, a.attr, a.val); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run, err := kvm.MapRun(sys, cpu.File)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer run.Unmap()
+	kvm.SetOneReg(cpu.File, kvm.RegPC, RAMBase)
+	kvm.SetOneReg(cpu.File, kvm.RegPSTATE, kvm.PSTATEBoot)
+	t0 := time.Now()
+	for {
+		if err := hkvm.Run(cpu); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			b.Fatal(err)
+		}
+		switch run.ExitReason() {
+		case kvm.ExitMMIO:
+			continue
+		case kvm.ExitSystemEvent:
+			return float64(time.Since(t0))
+		default:
+			b.Fatalf("bare loop: unexpected exit %d", run.ExitReason())
+		}
+	}
+}
