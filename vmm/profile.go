@@ -53,7 +53,7 @@ func newProfile(log *slog.Logger, ncpu int, deviceNames []string) (*profile, err
 	p := &profile{
 		log: log, schema: exits.NewSchema(),
 		psciKey: map[uint32]exits.Key{},
-		sysKey: map[uint32]exits.Key{}, reasonKey: map[uint32]exits.Key{},
+		sysKey:  map[uint32]exits.Key{}, reasonKey: map[uint32]exits.Key{},
 	}
 	var regErr error
 	reg := func(k exits.Kind, sub string) exits.Key {
