@@ -93,5 +93,28 @@ demo: $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz | lab-deps
 	  -run "$(DEMO_RUN)"
 endif
 
+# Benchmarks: host microbenchmarks, then the lab's (MMIO exit cost vs a bare
+# KVM_RUN loop, CPU_ON latency user vs kernel PSCI, Linux boot to init for
+# 1 and 8 vCPUs with mvm's memory overhead, --profile overhead). Each lab
+# benchmark reports ratios against a baseline measured in the same run.
+BENCHTIME ?= 2x
+LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
+$(OUT)/arm64/vmm.test: $(GO_SRC)
+	$(GOFLAGS_ARM64) $(GO) test -c -o $@ ./vmm
+
+bench: $(LAB_BENCH) | lab-deps
+	$(GO) test -run '^$$' -bench . -benchmem ./exits/ ./psci/ ./devices/
+ifeq ($(NATIVE),yes)
+	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
+	MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
+	  $(OUT)/arm64/integration.test -test.run '^$$' -test.bench 'CPUOn|LinuxBoot|ProfileOverhead' -test.benchtime $(BENCHTIME) -test.timeout 60m
+else
+	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
+	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) \
+	  -run 'export MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox; \
+	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
+	    /lab/integration.test -test.run "^$$" -test.bench "CPUOn|LinuxBoot|ProfileOverhead" -test.benchtime $(BENCHTIME) -test.timeout 60m'
+endif
+
 clean:
 	rm -rf bin $(OUT)

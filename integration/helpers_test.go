@@ -15,7 +15,7 @@ import (
 )
 
 // env returns a required environment variable or fails the test.
-func env(t *testing.T, name string) string {
+func env(t testing.TB, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
@@ -27,7 +27,7 @@ func env(t *testing.T, name string) string {
 	return v
 }
 
-func payload(t *testing.T, name string) string {
+func payload(t testing.TB, name string) string {
 	return filepath.Join(env(t, "MVM_GUEST_DIR"), name)
 }
 
@@ -40,12 +40,12 @@ type result struct {
 
 // mvm runs the mvm binary with args, failing the test if it does not finish
 // within timeout.
-func mvm(t *testing.T, timeout time.Duration, args ...string) result {
+func mvm(t testing.TB, timeout time.Duration, args ...string) result {
 	t.Helper()
 	return mvmCmd(t, timeout, nil, args...)
 }
 
-func mvmCmd(t *testing.T, timeout time.Duration, setup func(*exec.Cmd), args ...string) result {
+func mvmCmd(t testing.TB, timeout time.Duration, setup func(*exec.Cmd), args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -74,7 +74,7 @@ func mvmCmd(t *testing.T, timeout time.Duration, setup func(*exec.Cmd), args ...
 
 // oneLineError checks the shape every bad-input error must have: non-zero
 // status, one line on stderr starting with "mvm:", no panic or stack trace.
-func oneLineError(t *testing.T, r result, wantCode int, wantSubstr string) {
+func oneLineError(t testing.TB, r result, wantCode int, wantSubstr string) {
 	t.Helper()
 	if r.code != wantCode {
 		t.Errorf("exit status %d, want %d (stderr %q)", r.code, wantCode, r.stderr)
