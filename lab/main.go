@@ -77,6 +77,7 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
 mkdir -p /dev/pts /tmp /sys/kernel/tracing
 mount -t tmpfs tmp /tmp
+mount -t devpts devpts /dev/pts
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 export PATH=/lab:/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp TMPDIR=/tmp
