@@ -31,7 +31,7 @@
 	.equ STACK_TOP,     0x40200000      // RAM base + 2 MiB, grows down
 	.equ CTX_BASE,      0x1000          // context_id of secondary k = CTX_BASE + k
 	.equ CTX_SPIN,      0x2000          // context_id of the second start of vCPU 1
-	.equ WAIT_SECONDS,  300             // deadline of each waiting phase
+	.equ WAIT_SECONDS,  60              // deadline of each waiting phase
 	.equ INVALID_MPIDR, 0xff00ff        // Aff0 = 255: no KVM default MPIDR has it
 
 	// slot fields: written by the secondary ...
