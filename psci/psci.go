@@ -320,3 +320,19 @@ func (s State) String() string {
 
 // Valid reports whether s is one of the three states.
 func (s State) Valid() bool { return s <= StateOnPending }
+
+// Args is how many argument registers (X1, X2, ...) function fid reads, so a
+// VMM fetches no more registers than the call uses (DEN0022 chapter 5, each
+// function's parameter list). Unknown IDs report 0: they are answered
+// NOT_SUPPORTED without looking at arguments.
+func Args(fid uint32) int {
+	switch fid &^ smc64Bit {
+	case FnCPUSuspend, FnCPUOn:
+		return 3 // power_state/target, entry point, context_id
+	case FnAffinityInfo, FnSystemReset2, FnSystemSuspend, FnSystemOff2:
+		return 2
+	case FnMigrate, FnPSCIFeatures:
+		return 1
+	}
+	return 0
+}

@@ -229,3 +229,20 @@ func TestStateValues(t *testing.T) {
 		}
 	}
 }
+
+func TestArgs(t *testing.T) {
+	// Parameter counts from DEN0022's function descriptions.
+	for _, c := range []struct {
+		fid  uint32
+		want int
+	}{
+		{FnPSCIVersion, 0}, {FnCPUOff, 0}, {FnSystemOff, 0}, {FnSystemReset, 0},
+		{FnCPUOn, 3}, {FnCPUOn64, 3}, {FnCPUSuspend64, 3},
+		{FnAffinityInfo, 2}, {FnAffinityInfo64, 2}, {FnSystemReset2, 2},
+		{FnPSCIFeatures, 1}, {FnMigrate64, 1}, {0xC400_001F, 0},
+	} {
+		if got := Args(c.fid); got != c.want {
+			t.Errorf("Args(%#x) = %d, want %d", c.fid, got, c.want)
+		}
+	}
+}

@@ -177,6 +177,22 @@ func (v *VCPU) Close() error {
 	return v.fd.Close()
 }
 
+// Prewarm does the vCPU's first KVM_RUN without entering the guest
+// (immediate_exit set, so KVM returns EINTR after its first-run set-up:
+// binding the thread, vGIC and timer resources). Without it that one-off
+// cost would land on the vCPU's first power-on — a secondary's CPU_ON
+// latency with PSCI in userspace. Call it on the vCPU's thread after the
+// vGIC is initialised.
+func (v *VCPU) Prewarm() error {
+	v.run.SetImmediateExit(true)
+	defer v.run.SetImmediateExit(false)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), uintptr(kvmRun), 0)
+	if errno != 0 && errno != unix.EINTR {
+		return fmt.Errorf("vCPU %d: first KVM_RUN: %w", v.ID, errno)
+	}
+	return nil
+}
+
 // Reg reads a ONE_REG register.
 func (v *VCPU) Reg(id uint64) (uint64, error) { return kvm.GetOneReg(v.fd, id) }
 
@@ -197,6 +213,12 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 	defer runtime.UnlockOSThread()
 	v.tid.Store(int32(unix.Gettid()))
 	for {
+		// Reset while parked, so a power-on only has to set registers:
+		// KVM_ARM_VCPU_INIT is the costly part of starting a vCPU and
+		// would otherwise sit on the CPU_ON path.
+		if err := v.resetState(); err != nil {
+			return err
+		}
 		var req PowerOnRequest
 		select {
 		case <-stop:
@@ -219,11 +241,17 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 	}
 }
 
-// reset puts the vCPU in its power-on state for req.
-func (v *VCPU) reset(req PowerOnRequest) error {
+func (v *VCPU) resetState() error {
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		return fmt.Errorf("reset vCPU %d: KVM_ARM_VCPU_INIT: %w", v.ID, err)
 	}
+	return nil
+}
+
+// reset puts the freshly initialised vCPU in its power-on state for req:
+// PC and X0. KVM's reset state already has PSTATE = EL1h with DAIF masked
+// (0x3c5) and the other registers zero (booting.rst's entry state).
+func (v *VCPU) reset(req PowerOnRequest) error {
 	if req.InitOnly {
 		return nil
 	}
@@ -232,7 +260,6 @@ func (v *VCPU) reset(req PowerOnRequest) error {
 	}{
 		{kvm.RegPC, req.Entry},
 		{kvm.RegX(0), req.Context},
-		{kvm.RegPSTATE, kvm.PSTATEBoot},
 	} {
 		if err := kvm.SetOneReg(v.fd, r.id, r.val); err != nil {
 			return fmt.Errorf("reset vCPU %d: set register %#x: %w", v.ID, r.id, err)

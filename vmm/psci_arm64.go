@@ -38,7 +38,7 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 		return vcpu.Continue
 	}
 	var x [4]uint64
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= psci.Args(fid); i++ {
 		var err error
 		if x[i], err = v.X(i); err != nil {
 			m.end(ExitFault, fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err))
@@ -51,11 +51,11 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 		m.log.Error("PSCI call rejected", "vcpu", v.ID, "function", psci.Name(fid), "err", err)
 		r = psci.Result{X0: psci.NotSupported.X0()}
 	}
-	for i, val := range []uint64{r.X0, r.X1, r.X2, r.X3} {
-		if err := v.SetX(i, val); err != nil {
-			m.end(ExitFault, fmt.Errorf("vCPU %d: write X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err))
-			return vcpu.Halt
-		}
+	// PSCI returns its result in X0 only; SMCCC lets X1-X3 be anything
+	// after such a call, so they are not written (three ioctls saved).
+	if err := v.SetX(0, r.X0); err != nil {
+		m.end(ExitFault, fmt.Errorf("vCPU %d: write X0 for PSCI call %s: %w", v.ID, psci.Name(fid), err))
+		return vcpu.Halt
 	}
 	switch r.Action {
 	case psci.ActionStartCPU:

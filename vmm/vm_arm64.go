@@ -74,6 +74,8 @@ type cpuThread struct {
 type runCmd struct {
 	stop <-chan struct{}
 	done chan<- error
+	// fn, if set, runs on the vCPU's thread instead of the run loop.
+	fn func(*vcpu.VCPU) error
 }
 
 // New builds the VM: it reads the kernel and initrd, checks the host,
@@ -84,6 +86,13 @@ func New(cfg Config) (*VM, error) {
 		cfg.Start = time.Now()
 	}
 	m := &VM{cfg: cfg, log: cfg.Logger, events: make(chan endEvent, 1)}
+	// Every vCPU thread sits in KVM_RUN holding a P while its guest runs;
+	// with fewer Ps than vCPUs a goroutine woken for a CPU_ON or a device
+	// waits for the runtime to retake one (up to milliseconds). Enough Ps
+	// keep one idle for it.
+	if want := cfg.CPUs + 2; runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -121,6 +130,9 @@ func (m *VM) build() error {
 		return err
 	}
 	if err := m.createGIC(); err != nil {
+		return err
+	}
+	if err := m.onEachVCPU((*vcpu.VCPU).Prewarm); err != nil {
 		return err
 	}
 	if err := m.createDevices(); err != nil {
@@ -239,6 +251,10 @@ func (m *VM) createVCPUs() error {
 			}
 			defer v.Close()
 			for cmd := range t.runs {
+				if cmd.fn != nil {
+					cmd.done <- cmd.fn(v)
+					continue
+				}
 				cmd.done <- v.Loop(cmd.stop, m)
 			}
 		}()
@@ -262,6 +278,22 @@ func (m *VM) createVCPUs() error {
 		return m.newPSCI(mpidrs)
 	}
 	return nil
+}
+
+// onEachVCPU runs fn on every vCPU's own thread, in parallel, and returns
+// the first error.
+func (m *VM) onEachVCPU(fn func(*vcpu.VCPU) error) error {
+	done := make(chan error, len(m.cpus))
+	for _, t := range m.cpus {
+		t.runs <- runCmd{done: done, fn: fn}
+	}
+	var first error
+	for range m.cpus {
+		if err := <-done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // createGIC creates the in-kernel vGICv3 with one redistributor region for
