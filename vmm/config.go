@@ -79,6 +79,9 @@ type Config struct {
 	// besides counting userspace exits, and puts an exits.Report in the
 	// Result.
 	Profile bool
+	// ProfileSources limits the profile to these sources (exits.Source*
+	// names); empty means every source the host allows.
+	ProfileSources []string
 	// MetricsAddr, if set, serves Prometheus metrics (/metrics) on this
 	// HOST:PORT while the VM runs.
 	MetricsAddr string

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"log/slog"
 	"strconv"
 	"time"
@@ -120,11 +121,16 @@ func (p *profile) systemEventKey(typ uint32) int {
 	return -1
 }
 
-// enable opens the KVM stats fds and the tracepoint profiler; what cannot
-// be opened is recorded with its reason, never fatal.
-func (p *profile) enable(vmFd uintptr, vcpuFds []uintptr, tids []int) {
+// enable opens the KVM stats fds and the tracepoint profiler (those of
+// them in sources; all when empty); what cannot be opened is recorded with
+// its reason, never fatal.
+func (p *profile) enable(vmFd uintptr, vcpuFds []uintptr, tids []int, sources []string) {
 	p.enabled = true
-	if f, err := kvmstat.Open(vmFd); err != nil {
+	want := func(name string) bool { return len(sources) == 0 || slices.Contains(sources, name) }
+	errNotAsked := errors.New("not requested (--profile-sources)")
+	if !want(exits.SourceKVMStats) {
+		p.statsErr = errNotAsked
+	} else if f, err := kvmstat.Open(vmFd); err != nil {
 		p.statsErr = fmt.Errorf("KVM_GET_STATS_FD: %w (needs Linux 5.14+)", err)
 	} else {
 		p.vmStats = f
@@ -136,6 +142,10 @@ func (p *profile) enable(vmFd uintptr, vcpuFds []uintptr, tids []int) {
 			}
 			p.cpuStats = append(p.cpuStats, cf)
 		}
+	}
+	if !want(exits.SourceTracepoint) {
+		p.traceErr = errNotAsked
+		return
 	}
 	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log})
 	if err != nil {

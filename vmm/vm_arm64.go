@@ -170,7 +170,7 @@ func (m *VM) setupProfile() error {
 			fds = append(fds, t.v.Fd())
 			tids = append(tids, t.v.TID())
 		}
-		p.enable(m.vm.Fd(), fds, tids)
+		p.enable(m.vm.Fd(), fds, tids, m.cfg.ProfileSources)
 	}
 	if m.cfg.MetricsAddr != "" {
 		if m.metrics, err = newMetricsServer(m.cfg.MetricsAddr, m); err != nil {

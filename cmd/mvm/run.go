@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/vcpu"
 	"github.com/mvm-dev/mvm/vmm"
 )
@@ -37,6 +38,7 @@ type runFlags struct {
 	profileFormat    string
 	profileOut       string
 	perVCPU          bool
+	profileSources   []string
 	metricsAddr      string
 }
 
@@ -58,6 +60,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.profileFormat, "profile-format", "table", "profile report format: table or json")
 	fl.StringVar(&f.profileOut, "profile-out", "", "write the profile report to this file instead of stderr")
 	fl.BoolVar(&f.perVCPU, "per-vcpu", false, "profile tables per vCPU as well as the total")
+	fl.StringSliceVar(&f.profileSources, "profile-sources", nil, "limit --profile to these sources: userspace, kvm_stats, tracepoint (default: all the host allows; tracepoints cost the most)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while the VM runs")
 }
 
@@ -82,13 +85,18 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 	cfg := vmm.Config{
 		Kernel: f.kernel, Initrd: f.initrd, Cmdline: cmdline,
 		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset,
-		Start: start, Profile: f.profile, MetricsAddr: f.metricsAddr,
+		Start: start, Profile: f.profile, MetricsAddr: f.metricsAddr, ProfileSources: f.profileSources,
 	}
 	if f.profileFormat != "table" && f.profileFormat != "json" {
 		return vmm.Config{}, usageError{fmt.Errorf("--profile-format %q: use table or json", f.profileFormat)}
 	}
-	if (f.profileOut != "" || f.perVCPU) && !f.profile {
-		return vmm.Config{}, usageError{errors.New("--profile-out and --per-vcpu need --profile")}
+	if (f.profileOut != "" || f.perVCPU || len(f.profileSources) > 0) && !f.profile {
+		return vmm.Config{}, usageError{errors.New("--profile-out, --per-vcpu and --profile-sources need --profile")}
+	}
+	for _, src := range f.profileSources {
+		if src != exits.SourceUserspace && src != exits.SourceKVMStats && src != exits.SourceTracepoint {
+			return vmm.Config{}, usageError{fmt.Errorf("--profile-sources: unknown source %q: use userspace, kvm_stats or tracepoint", src)}
+		}
 	}
 	for _, spec := range f.markers {
 		mk, err := vmm.ParseConsoleMarker(spec)
