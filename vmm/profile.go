@@ -6,8 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
