@@ -55,6 +55,7 @@ type UART struct {
 	rx        []byte
 	irqRaised bool
 	outErr    error
+	txbuf     [1]byte // one transmitted byte, reused: no allocation per byte
 }
 
 // NewUART returns a UART writing to out; setIRQ may be nil.
@@ -158,7 +159,8 @@ func (u *UART) Write(off uint64, data []byte) {
 				u.rx = append(u.rx, v)
 			}
 		} else if u.outErr == nil {
-			_, u.outErr = u.out.Write([]byte{v})
+			u.txbuf[0] = v
+			_, u.outErr = u.out.Write(u.txbuf[:])
 		}
 		// Transmission is instantaneous: the THR is empty again at once.
 		u.thrEmpty = true

@@ -4,14 +4,48 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 )
 
-// BootFile is a kernel or initrd read from the host.
+// BootFile is a kernel or initrd on the host. Only its start is read into
+// memory, to recognise its format; the loader copies the file straight
+// into guest RAM, so a 30 MiB kernel never passes through mvm's heap.
 type BootFile struct {
 	Path string
+	// Data is the start of the file (at most headLen bytes).
 	Data []byte
+	// Size is the file's size (len(Data) when zero).
+	Size uint64
+}
+
+// headLen covers every header parseKernel looks at (x86's "HdrS" at 0x202,
+// the 64-byte arm64 Image header, 512 bytes of text detection).
+const headLen = 4096
+
+func (f BootFile) size() uint64 {
+	if f.Size == 0 {
+		return uint64(len(f.Data))
+	}
+	return f.Size
+}
+
+// loadInto copies the whole file into dst (len(dst) == size()).
+func (f BootFile) loadInto(dst []byte) error {
+	if f.Size == 0 {
+		copy(dst, f.Data)
+		return nil
+	}
+	fh, err := os.Open(f.Path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	if _, err := io.ReadFull(io.NewSectionReader(fh, 0, int64(len(dst))), dst); err != nil {
+		return fmt.Errorf("read %s: %w (did it change while mvm ran?)", f.Path, err)
+	}
+	return nil
 }
 
 // readBootFile reads a kernel or initrd, turning the usual mistakes into one
@@ -30,14 +64,19 @@ func readBootFile(what, path string) (BootFile, error) {
 	case st.Size() == 0:
 		return BootFile{}, fmt.Errorf("%s %s is empty", what, path)
 	}
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if errors.Is(err, fs.ErrPermission) {
 		return BootFile{}, fmt.Errorf("%s %s is not readable: permission denied", what, path)
 	}
 	if err != nil {
 		return BootFile{}, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
-	return BootFile{Path: path, Data: data}, nil
+	defer fh.Close()
+	head := make([]byte, min(st.Size(), headLen))
+	if _, err := io.ReadFull(fh, head); err != nil {
+		return BootFile{}, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	return BootFile{Path: path, Data: head, Size: uint64(st.Size())}, nil
 }
 
 // Kernel is a loaded kernel: an arm64 Image or a flat binary.
@@ -53,7 +92,7 @@ type Kernel struct {
 // loaded at the base of RAM and entered at its first byte.
 func parseKernel(f BootFile) (Kernel, error) {
 	k := Kernel{BootFile: f}
-	h, err := ParseImage(bytes.NewReader(f.Data), int64(len(f.Data)))
+	h, err := ParseImage(bytes.NewReader(f.Data), int64(f.size()))
 	if err == nil {
 		k.IsImage, k.Header = true, h
 		return k, nil
@@ -117,10 +156,10 @@ func prepare(cfg Config) (bootPlan, error) {
 			return p, err
 		}
 	}
-	koff, ksize := uint64(0), alignUp(uint64(len(p.kernel.Data)), PageSize)
+	koff, ksize := uint64(0), alignUp(p.kernel.size(), PageSize)
 	if p.kernel.IsImage {
-		koff, ksize = p.kernel.Header.TextOffset, p.kernel.Header.LoadSize(uint64(len(p.kernel.Data)))
+		koff, ksize = p.kernel.Header.TextOffset, p.kernel.Header.LoadSize(p.kernel.size())
 	}
-	p.place, err = Place(RAMRegions(cfg.Memory)[0], koff, ksize, uint64(len(p.initrd.Data)))
+	p.place, err = Place(RAMRegions(cfg.Memory)[0], koff, ksize, p.initrd.size())
 	return p, err
 }

@@ -264,8 +264,8 @@ func TestPrepare(t *testing.T) {
 	if !p.kernel.IsImage || p.place.Entry != RAMBase+0x80000 || p.place.Kernel.Size < 8<<20 {
 		t.Errorf("Image placed at %+v entry %#x", p.place.Kernel, p.place.Entry)
 	}
-	if p.place.Initrd.Size != 300000 || len(p.initrd.Data) != 300000 {
-		t.Errorf("initrd placed at %+v, %d bytes read", p.place.Initrd, len(p.initrd.Data))
+	if p.place.Initrd.Size != 300000 || p.initrd.size() != 300000 {
+		t.Errorf("initrd placed at %+v, size %d", p.place.Initrd, p.initrd.size())
 	}
 	checkPlacement(t, RAMRegions(cfg.Memory)[0], 0x80000, p.place.Kernel.Size, 300000, p.place)
 

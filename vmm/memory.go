@@ -85,15 +85,14 @@ func (g *guestRAM) close() {
 	g.mem = nil
 }
 
-// processRSS is this process's resident set size (VmRSS in
-// /proc/self/status), 0 if unreadable.
-func processRSS() uint64 {
-	data, err := os.ReadFile("/proc/self/status")
+// procKB reads one "Name:   N kB" field of a /proc file, 0 if unreadable.
+func procKB(path, field string) uint64 {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			var kb uint64
 			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
 			return kb << 10

@@ -39,6 +39,19 @@ type Result struct {
 type MemoryUse struct {
 	RSS           uint64 // resident set of the whole mvm process
 	GuestResident uint64 // guest RAM pages resident in host memory
+	// Anonymous is the process's resident anonymous memory (guest RAM
+	// included, the executable's shared text not).
+	Anonymous uint64
+}
+
+// PrivateOverhead is mvm's own anonymous memory: heap, stacks, runtime —
+// what each additional VM costs, without the executable's text, which
+// every mvm process on a host shares.
+func (m MemoryUse) PrivateOverhead() uint64 {
+	if m.Anonymous < m.GuestResident {
+		return 0
+	}
+	return m.Anonymous - m.GuestResident
 }
 
 // Overhead is what mvm itself keeps resident besides guest RAM.

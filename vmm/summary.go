@@ -34,7 +34,10 @@ type MarkSummary struct {
 type MemorySummary struct {
 	RSS           uint64 `json:"rss_bytes"`
 	GuestResident uint64 `json:"guest_resident_bytes"`
-	Overhead      uint64 `json:"overhead_bytes"`
+	// Overhead is RSS minus resident guest RAM (Firecracker's measure).
+	Overhead uint64 `json:"overhead_bytes"`
+	// PrivateOverhead leaves out the shared executable text as well.
+	PrivateOverhead uint64 `json:"private_overhead_bytes"`
 }
 
 // Summary condenses a result for JSON.
@@ -50,7 +53,7 @@ func (r Result) Summary() Summary {
 		Exit: r.Exit, PSCI: r.PSCI, CPUs: len(t.CPUs), Reboots: r.Reboots,
 		PhasesNS:  map[string]int64{},
 		ConsoleNS: map[string]int64{},
-		Memory:    MemorySummary{r.Memory.RSS, r.Memory.GuestResident, r.Memory.Overhead()},
+		Memory:    MemorySummary{r.Memory.RSS, r.Memory.GuestResident, r.Memory.Overhead(), r.Memory.PrivateOverhead()},
 		Unmapped:  r.UnmappedAccesses,
 	}
 	if r.Err != nil {

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,11 +143,7 @@ func (m *VM) build() error {
 	if m.dtb, err = m.deviceTree(); err != nil {
 		return fmt.Errorf("build device tree: %w", err)
 	}
-	if err := m.load(); err != nil {
-		return err
-	}
-	m.dropBootFiles()
-	return nil
+	return m.load()
 }
 
 // setupProfile creates the exit recorders, opens the profiling sources when
@@ -178,14 +173,6 @@ func (m *VM) setupProfile() error {
 		}
 	}
 	return nil
-}
-
-// dropBootFiles frees the host copies of kernel and initrd once they are in
-// guest RAM (a reboot reads them again): they would otherwise stay in mvm's
-// resident set for the VM's life.
-func (m *VM) dropBootFiles() {
-	m.kernel.Data, m.initrd.Data = nil, nil
-	debug.FreeOSMemory()
 }
 
 // setupPSCI resolves the PSCI mode and installs the SMCCC filter for user
@@ -364,7 +351,7 @@ func (m *VM) deviceTree() ([]byte, error) {
 	for _, t := range m.cpus {
 		dt.CPUs = append(dt.CPUs, t.v.MPIDR())
 	}
-	if len(m.initrd.Data) > 0 {
+	if m.initrd.size() > 0 {
 		dt.InitrdStart = m.place.Initrd.Base
 		dt.InitrdEnd = m.place.Initrd.End()
 	}
@@ -379,20 +366,23 @@ func (m *VM) load() error {
 	for _, c := range []struct {
 		what string
 		at   uint64
-		data []byte
+		file BootFile
 	}{
-		{"kernel", m.place.Kernel.Base, m.kernel.Data},
-		{"initrd", m.place.Initrd.Base, m.initrd.Data},
-		{"device tree", m.place.DTB.Base, m.dtb},
+		{"kernel", m.place.Kernel.Base, m.kernel.BootFile},
+		{"initrd", m.place.Initrd.Base, m.initrd},
+		{"device tree", m.place.DTB.Base, BootFile{Data: m.dtb}},
 	} {
-		if len(c.data) == 0 {
+		n := c.file.size()
+		if n == 0 {
 			continue
 		}
-		dst, err := m.ram.slice(c.at, uint64(len(c.data)))
+		dst, err := m.ram.slice(c.at, n)
 		if err != nil {
 			return fmt.Errorf("load %s: %w", c.what, err)
 		}
-		copy(dst, c.data)
+		if err := c.file.loadInto(dst); err != nil {
+			return fmt.Errorf("load %s: %w", c.what, err)
+		}
 	}
 	return nil
 }
@@ -538,7 +528,6 @@ func (m *VM) reboot() error {
 	if err := m.load(); err != nil {
 		return err
 	}
-	m.dropBootFiles()
 	if m.pm != nil {
 		m.pm.Reset()
 	}
@@ -624,6 +613,7 @@ func (m *VM) memoryUse() MemoryUse {
 	if g, err := m.ram.resident(); err == nil {
 		u.GuestResident = g
 	}
-	u.RSS = processRSS()
+	u.RSS = procKB("/proc/self/status", "VmRSS")
+	u.Anonymous = procKB("/proc/self/smaps_rollup", "Anonymous")
 	return u
 }
