@@ -81,16 +81,18 @@ endif
 
 test: unit lab-test
 
-# The demo: mvm's capabilities on arm64 KVM, then the bundled payload.
-DEMO_RUN = mvm caps; echo; echo '$$ mvm run --kernel hello.bin'; mvm run --kernel /lab/hello.bin; echo "(exit status $$?)"
+# The demo: mvm's view of arm64 KVM, then the bundled SMP payload on 4 vCPUs
+# with PSCI serviced by mvm, and its exit profile.
+DEMO_RUN = mvm caps; echo; echo "$$ mvm run --kernel smp.bin --cpus 4 --profile"; \
+	mvm run --kernel /lab/smp.bin --cpus 4 --profile; echo "(exit status $$?)"
 ifeq ($(NATIVE),yes)
 demo: $(OUT)/arm64/mvm $(PAYLOADS)
-	PATH=$(abspath $(OUT)/arm64):$$PATH; cd $(OUT)/guest && mvm caps && mvm run --kernel hello.bin
+	$(OUT)/arm64/mvm caps && $(OUT)/arm64/mvm run --kernel $(OUT)/guest/smp.bin --cpus 4 --profile
 else
 demo: $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz | lab-deps
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 5m \
 	  -add $(OUT)/arm64/mvm=/lab/mvm $(foreach f,$(PAYLOADS),-add $(f)=/lab/$(notdir $(f))) \
-	  -run "$(DEMO_RUN)"
+	  -run '$(DEMO_RUN)'
 endif
 
 # Benchmarks: host microbenchmarks, then the lab's (MMIO exit cost vs a bare
