@@ -43,7 +43,7 @@ $(OUT)/arm64/integration.test: $(GO_SRC)
 # Bare-metal payloads: assembled with Debian's binutils-aarch64-linux-gnu,
 # linked at the base of guest RAM, flattened to raw binaries.
 guest: $(PAYLOADS)
-$(OUT)/guest/%.bin: guest/payloads/%.s guest/payloads/common.inc | lab-deps
+$(OUT)/guest/%.bin: guest/payloads/%.s $(wildcard guest/payloads/*.inc) | lab-deps
 	@mkdir -p $(dir $@)
 	$(CROSS)as -I guest/payloads -o $(OUT)/guest/$*.o $<
 	$(CROSS)ld -Ttext=0x40000000 -e _start -o $(OUT)/guest/$*.elf $(OUT)/guest/$*.o

@@ -421,15 +421,7 @@ unexpected:
 // ---------------------------------------------------------------------------
 // Helpers (vCPU 0's, but for puthex_nostack): clobber x1-x3, x9-x15.
 
-puts:
-	PUTS_BODY
-	ret
-
-newline:
-	mov	x9, #UART_BASE
-	mov	w10, #'\n'
-	strb	w10, [x9]
-	ret
+	.include "print.inc"
 
 // puthex_nostack: print x1 as 0x-prefixed hex, all 16 digits.
 puthex_nostack:
@@ -448,31 +440,6 @@ puthex_nostack:
 	strb	w11, [x10]
 	subs	x12, x12, #4
 	b.ge	1b
-	ret
-
-// putdec: print x1 as a signed decimal number.
-putdec:
-	mov	x10, #UART_BASE
-	mov	x9, x1
-	tbz	x9, #63, 1f
-	mov	w11, #'-'
-	strb	w11, [x10]
-	neg	x9, x9
-1:	sub	sp, sp, #32
-	add	x11, sp, #32
-	mov	x12, #10
-2:	udiv	x13, x9, x12
-	msub	x14, x13, x12, x9
-	add	w14, w14, #'0'
-	strb	w14, [x11, #-1]!
-	mov	x9, x13
-	cbnz	x9, 2b
-	add	x15, sp, #32
-3:	ldrb	w14, [x11], #1
-	strb	w14, [x10]
-	cmp	x11, x15
-	b.lo	3b
-	add	sp, sp, #32
 	ret
 
 	.ltorg

@@ -407,65 +407,6 @@ print_slot:
 	ldr	x30, [sp], #16
 	ret
 
-// puts: print the NUL-terminated string at x1.
-puts:
-	PUTS_BODY
-	ret
-
-newline:
-	mov	x9, #UART_BASE
-	mov	w10, #'\n'
-	strb	w10, [x9]
-	ret
-
-// puthex: print x1 as 0x followed by hex digits without leading zeros.
-puthex:
-	mov	x10, #UART_BASE
-	mov	w11, #'0'
-	strb	w11, [x10]
-	mov	w11, #'x'
-	strb	w11, [x10]
-	mov	x12, #60			// shift of the current digit
-	mov	x13, #0				// a digit was printed
-1:	lsr	x11, x1, x12
-	and	x11, x11, #0xf
-	cbnz	x11, 2f
-	cbnz	x13, 2f
-	cbz	x12, 2f				// print "0x0" for zero
-	b	3f
-2:	mov	x13, #1
-	add	x14, x11, #'0'
-	add	x15, x11, #('a' - 10)
-	cmp	x11, #10
-	csel	x11, x14, x15, lo
-	strb	w11, [x10]
-3:	subs	x12, x12, #4
-	b.ge	1b
-	ret
-
-// putdec: print x1 as a signed decimal number.
-putdec:
-	mov	x10, #UART_BASE
-	mov	x9, x1
-	tbz	x9, #63, 1f
-	mov	w11, #'-'
-	strb	w11, [x10]
-	neg	x9, x9
-1:	sub	sp, sp, #32
-	add	x11, sp, #32			// digits are built backwards from here
-	mov	x12, #10
-2:	udiv	x13, x9, x12
-	msub	x14, x13, x12, x9
-	add	w14, w14, #'0'
-	strb	w14, [x11, #-1]!
-	mov	x9, x13
-	cbnz	x9, 2b
-	add	x15, sp, #32
-3:	ldrb	w14, [x11], #1
-	strb	w14, [x10]
-	cmp	x11, x15
-	b.lo	3b
-	add	sp, sp, #32
-	ret
+	.include "print.inc"
 
 	.ltorg
