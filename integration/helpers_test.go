@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -89,4 +90,32 @@ func oneLineError(t testing.TB, r result, wantCode int, wantSubstr string) {
 	if !strings.Contains(r.stderr, wantSubstr) {
 		t.Errorf("stderr %q does not mention %q", r.stderr, wantSubstr)
 	}
+}
+
+// publicCopy copies a host file into a fresh world-readable directory, so
+// the unprivileged user can read it, and returns the copy's path.
+func publicCopy(t testing.TB, src string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mvm-public-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, filepath.Base(src))
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// asNobody makes a command run as an unprivileged user (nobody).
+func asNobody(c *exec.Cmd) {
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 }

@@ -113,20 +113,10 @@ func TestBadInputRun(t *testing.T) {
 			oneLineError(t, mvm(t, 30*time.Second, "run", "--kernel", hello, "--initrd", unreadable), 1, "permission denied")
 			return
 		}
-		pub, err := os.MkdirTemp("", "unreadable-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(pub)
-		os.Chmod(pub, 0o755)
-		k := filepath.Join(pub, "hello.bin")
-		data, _ := os.ReadFile(hello)
-		os.WriteFile(k, data, 0o644)
-		secret := filepath.Join(pub, "secret.img")
+		k := publicCopy(t, hello)
+		secret := filepath.Join(filepath.Dir(k), "secret.img")
 		os.WriteFile(secret, []byte("x"), 0o000)
-		r := mvmCmd(t, 30*time.Second, func(c *exec.Cmd) {
-			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		}, "run", "--kernel", k, "--initrd", secret)
+		r := mvmCmd(t, 30*time.Second, asNobody, "run", "--kernel", k, "--initrd", secret)
 		oneLineError(t, r, 1, "permission denied")
 	})
 }

@@ -4,10 +4,8 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -93,22 +91,7 @@ func TestNoKVMAccess(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Fatal("this test switches to an unprivileged user and must start as root (the lab runs as root)")
 	}
-	hello := payload(t, "hello.bin")
-	// The payload must be readable by the unprivileged user.
-	dir, err := os.MkdirTemp("", "nokvm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	tmp := filepath.Join(dir, "hello.bin")
-	data, err := os.ReadFile(hello)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(tmp, data, 0o644)
-	r := mvmCmd(t, 30*time.Second, func(c *exec.Cmd) {
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	}, "run", "--kernel", tmp)
+	k := publicCopy(t, payload(t, "hello.bin"))
+	r := mvmCmd(t, 30*time.Second, asNobody, "run", "--kernel", k)
 	oneLineError(t, r, 1, "/dev/kvm")
 }

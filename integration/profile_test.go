@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -155,19 +154,9 @@ func TestProfileWithoutTracepointPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Chmod("/dev/kvm", st.Mode().Perm())
-	dir, err := os.MkdirTemp("", "unpriv-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o777)
-	data, _ := os.ReadFile(payload(t, "hello.bin"))
-	k := filepath.Join(dir, "hello.bin")
-	os.WriteFile(k, data, 0o644)
-	out := filepath.Join(dir, "profile.json")
-	r := mvmCmd(t, time.Minute, func(c *exec.Cmd) {
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	}, "run", "--kernel", k, "--profile", "--profile-format", "json", "--profile-out", out)
+	k := publicCopy(t, payload(t, "hello.bin"))
+	out := filepath.Join(filepath.Dir(k), "profile.json")
+	r := mvmCmd(t, time.Minute, asNobody, "run", "--kernel", k, "--profile", "--profile-format", "json", "--profile-out", out)
 	if r.code != 0 {
 		t.Fatalf("exit status %d, want 0\nstderr:\n%s", r.code, r.stderr)
 	}
