@@ -154,8 +154,14 @@ after printing what was measured so far.`,
 		if slices.Contains(benchOwnedRunFlags(), rf.Name) || fl.Lookup(rf.Name) != nil {
 			return
 		}
-		fl.AddFlag(rf)
-		shared = append(shared, rf)
+		// A copy sharing the value: its shorthand may clash with one of
+		// mvm bench's own (pflag panics on that), so it gets none.
+		c := *rf
+		if c.Shorthand != "" && fl.ShorthandLookup(c.Shorthand) != nil {
+			c.Shorthand = ""
+		}
+		fl.AddFlag(&c)
+		shared = append(shared, &c)
 	})
 	return cmd
 }

@@ -181,14 +181,14 @@ func kernelFile(t *testing.T, name string) string {
 func TestBenchAA(t *testing.T) {
 	k := kernelFile(t, "Image")
 	js := filepath.Join(t.TempDir(), "aa.json")
-	out, code := benchIn(t, "bench", "--kernel", k, "--runs", "6", "--warmup", "0", "--variant", "A2",
+	out, code := benchIn(t, "bench", "--kernel", k, "--runs", "5", "--warmup", "0", "--variant", "A2",
 		"--fail-on-regression", "10", "--json", js)
 	if code != 0 {
 		t.Fatalf("A/A exit status %d\n%s", code, out)
 	}
 	t.Logf("\n%s", out)
 	r := readReport(t, js)
-	if len(r.Runs) != 12 || len(r.Analysis.Regressions) != 0 || len(r.Analysis.Failed) != 0 {
+	if len(r.Runs) != 10 || len(r.Analysis.Regressions) != 0 || len(r.Analysis.Failed) != 0 {
 		t.Errorf("%d runs, regressions %+v, failed %+v", len(r.Runs), r.Analysis.Regressions, r.Analysis.Failed)
 	}
 	for i, run := range r.Runs {
@@ -201,7 +201,7 @@ func TestBenchAA(t *testing.T) {
 	}
 	for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal, bench.PhaseProcessWall, bench.PhaseProcessCPU} {
 		c, ok := r.Analysis.Cell(1, "A2", p)
-		if !ok || c.N != 6 || c.Delta == nil {
+		if !ok || c.N != 5 || c.Delta == nil {
 			t.Errorf("%s: %+v", p, c)
 		}
 	}
@@ -211,7 +211,7 @@ func TestBenchABRegression(t *testing.T) {
 	k := kernelFile(t, "Image")
 	js := filepath.Join(t.TempDir(), "ab.json")
 	// A waits 50 ms in init, slow 80 ms, fast not at all.
-	out, code := benchIn(t, "bench", "--kernel", k, "--append", "mvm.delay_ms=50", "--runs", "5", "--warmup", "1",
+	out, code := benchIn(t, "bench", "--kernel", k, "--append", "mvm.delay_ms=50", "--runs", "4", "--warmup", "1",
 		"--variant", "slow:cmdline-append=mvm.delay_ms=80", "--variant", "fast:append=",
 		"--fail-on-regression", "10", "--json", js)
 	t.Logf("\n%s", out)
@@ -234,7 +234,7 @@ func TestBenchABRegression(t *testing.T) {
 			t.Errorf("unexpected regression %+v", g)
 		}
 	}
-	if n := len(r.Runs); n != 18 || !r.Runs[0].Warmup || r.Runs[3].Warmup {
+	if n := len(r.Runs); n != 15 || !r.Runs[0].Warmup || r.Runs[3].Warmup {
 		t.Errorf("%d runs, first %+v", n, r.Runs[0])
 	}
 	if !strings.Contains(out, "REGRESSIONS beyond 10%") {
@@ -264,7 +264,7 @@ func TestBenchCPUsAndFormats(t *testing.T) {
 	dir := t.TempDir()
 	out, code := benchIn(t, "bench", "--kernel", k, "--cpus", "1,4,8", "--runs", "2", "--warmup", "0",
 		"--psci", "user", "--verbose-console", "--format", "benchstat", "--json", filepath.Join(dir, "r.json"),
-		"--console-dir", filepath.Join(dir, "con"))
+		"--console-dir", filepath.Join(dir, "con"), "--marker", "init=Run /init", "--on-reset", "exit")
 	if code != 0 {
 		t.Fatalf("exit status %d\n%s", code, out)
 	}
@@ -291,6 +291,10 @@ func TestBenchCPUsAndFormats(t *testing.T) {
 		// The fake run writes no console; mvm run would create them.
 		t.Logf("console logs: %v", logs)
 	}
+	// Other mvm run flags go to every run as given.
+	if a := strings.Join(r.Runs[0].Args, " "); !strings.Contains(a, "--marker=init=Run /init") || !strings.Contains(a, "--on-reset=exit") {
+		t.Errorf("run flags not passed on: %q", r.Runs[0].Args)
+	}
 	if !strings.Contains(strings.Join(r.Runs[0].Args, " "), "--console file:"+filepath.Join(dir, "con", "run-001-A-cpus1.log")) {
 		t.Errorf("--console-dir not passed: %q", r.Runs[0].Args)
 	}
@@ -302,7 +306,7 @@ func TestBenchFailedRuns(t *testing.T) {
 	js := filepath.Join(dir, "f.json")
 	out, code := benchIn(t, "bench", "--kernel", k, "--runs", "2", "--warmup", "0",
 		"--variant", "broken:kernel="+kernelFile(t, "fail"), "--variant", "crash:kernel="+kernelFile(t, "crash"),
-		"--variant", "hang:kernel="+kernelFile(t, "hang"), "--timeout", "1s", "--json", js)
+		"--variant", "hang:kernel="+kernelFile(t, "hang"), "--timeout", "4s", "--json", js)
 	t.Logf("\n%s", out)
 	if code != benchExitRunsFailed {
 		t.Errorf("exit status %d, want %d", code, benchExitRunsFailed)
@@ -319,7 +323,7 @@ func TestBenchFailedRuns(t *testing.T) {
 		t.Errorf("failed runs %v", failed)
 	}
 	for _, want := range []string{"#2 (broken, 1 vCPU): exit status 1: mvm: kernel", "is a text file",
-		"#3 (crash, 1 vCPU): exit status 1: mvm: guest stopped", "#4 (hang, 1 vCPU): timed out after 1s"} {
+		"#3 (crash, 1 vCPU): exit status 1: mvm: guest stopped", "#4 (hang, 1 vCPU): timed out after 4s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}

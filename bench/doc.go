@@ -1,0 +1,15 @@
+// Package bench is the logic of `mvm bench`: boot the same configuration, or
+// several variants of it, many times and compare the boot phases.
+//
+// It holds everything that does not need KVM, so it tests on any host:
+// parsing variants (NAME:KEY=VALUE,...) and vCPU lists, the run schedule
+// (variants interleaved so that drift of the host hits all alike), turning a
+// run's vmm.Summary into phase durations, the statistics (median, spread,
+// delta against the baseline, Mann-Whitney U p-value through
+// golang.org/x/perf/benchmath) with the regression decision, and the three
+// renderings: an LKML-style table, JSON with every run's raw numbers, and the
+// Go benchmark format that benchstat reads. Running one boot is a function
+// the caller supplies (the CLI execs `mvm run` once per boot).
+//
+// docs/boot-phases.md defines where each phase's clock starts and stops.
+package bench

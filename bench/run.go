@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/mvm-dev/mvm/vmm"
+)
+
+// Measures besides vmm's own phases (docs/boot-phases.md).
+const (
+	// PhaseSecondariesConsole: first CPU_ON serviced -> the kernel's
+	// console line "smp: Brought up ...". Needs PSCI in userspace (for
+	// CPU_ON) and a console that prints the line (not with quiet).
+	PhaseSecondariesConsole = "secondaries_console"
+	// ConsolePhasePrefix + NAME: first KVM_RUN -> the first console line
+	// matching --marker NAME=REGEX.
+	ConsolePhasePrefix = "console:"
+	// PhaseProcessWall: the mvm process as mvm bench sees it, from just
+	// before fork/exec to its exit having been reaped.
+	PhaseProcessWall = "process_wall"
+	// PhaseProcessCPU: CPU time (user + system) of the mvm process and its
+	// threads, including time the vCPU threads spent in the guest.
+	PhaseProcessCPU = "process_cpu"
+)
+
+// Run statuses.
+const (
+	StatusOK          = "ok"
+	StatusFailed      = "failed"      // non-zero exit, timeout, no result
+	StatusInterrupted = "interrupted" // stopped by Ctrl-C / SIGTERM of mvm bench
+)
+
+// Run is the record of one boot: everything mvm bench knows about it, raw.
+// Only runs with Status ok and not Warmup enter the statistics.
+type Run struct {
+	Seq     int    `json:"seq"`
+	Round   int    `json:"round"`
+	Warmup  bool   `json:"warmup,omitempty"`
+	Variant string `json:"variant"`
+	CPUs    int    `json:"cpus"`
+	// Args is the mvm command line that ran (without the program name).
+	Args     []string `json:"args"`
+	Status   string   `json:"status"`
+	ExitCode int      `json:"exit_code"`
+	// Error says why a run failed (mvm's own last stderr lines).
+	Error string `json:"error,omitempty"`
+	// PhasesNS holds every phase and measure observed in this run, in
+	// nanoseconds; a phase that was not observed is absent, never zero.
+	PhasesNS map[string]int64 `json:"phases_ns,omitempty"`
+	// Summary is mvm run --result-json's output, as mvm wrote it.
+	Summary *vmm.Summary `json:"summary,omitempty"`
+	// Profile is reserved for the run's KVM exit profile (mvm run
+	// --profile, being added separately): the "profile" member of the
+	// result JSON is kept here verbatim so that the report can summarise
+	// it per variant once its format is settled.
+	Profile json.RawMessage `json:"profile,omitempty"`
+}
+
+// OK reports whether the run enters the statistics.
+func (r Run) OK() bool { return r.Status == StatusOK && !r.Warmup }
+
+// ParseResult decodes mvm run --result-json output: the vmm.Summary and,
+// verbatim, an optional "profile" member.
+func ParseResult(data []byte) (*vmm.Summary, json.RawMessage, error) {
+	var doc struct {
+		vmm.Summary
+		Profile json.RawMessage `json:"profile"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, nil, fmt.Errorf("decode mvm run result: %w", err)
+	}
+	if doc.PhasesNS == nil {
+		return nil, nil, fmt.Errorf("decode mvm run result: no phases_ns member (not a --result-json file?)")
+	}
+	s := doc.Summary
+	return &s, doc.Profile, nil
+}
+
+// Phases returns a run's phases: vmm's own (summary.phases_ns) and those
+// mvm bench derives from the timeline (secondaries_console, console:NAME).
+func Phases(s *vmm.Summary) map[string]int64 {
+	p := map[string]int64{}
+	for k, v := range s.PhasesNS {
+		if v >= 0 {
+			p[k] = v
+		}
+	}
+	firstRun := int64(-1)
+	if len(s.EnteredNS) > 0 {
+		firstRun = s.EnteredNS[0]
+	}
+	// The first CPU_ON serviced, as the secondaries phase starts.
+	firstOn := int64(-1)
+	for i, on := range s.CPUOnNS {
+		if i > 0 && on >= 0 && (firstOn < 0 || on < firstOn) {
+			firstOn = on
+		}
+	}
+	for name, at := range s.ConsoleNS {
+		if at < 0 {
+			continue
+		}
+		if name == vmm.ConsoleMarkSMP {
+			if firstOn >= 0 && at >= firstOn {
+				p[PhaseSecondariesConsole] = at - firstOn
+			}
+			continue
+		}
+		if firstRun >= 0 && at >= firstRun {
+			p[ConsolePhasePrefix+name] = at - firstRun
+		}
+	}
+	return p
+}
+
+// Runner boots one job and reports it. It must return promptly with
+// StatusInterrupted when ctx ends.
+type Runner func(ctx context.Context, job Job) Run
+
+// Execute runs the jobs in order, calling done after each, until all ran
+// or ctx ends. It reports whether it was interrupted; the runs so far are
+// returned either way.
+func Execute(ctx context.Context, jobs []Job, run Runner, done func(r Run, n, total int)) ([]Run, bool) {
+	var runs []Run
+	for i, j := range jobs {
+		if ctx.Err() != nil {
+			return runs, true
+		}
+		r := run(ctx, j)
+		r.Seq, r.Round, r.Warmup, r.Variant, r.CPUs = j.Seq, j.Round, j.Warmup, j.Variant, j.CPUs
+		if ctx.Err() != nil && r.Status != StatusOK {
+			r.Status = StatusInterrupted
+		}
+		runs = append(runs, r)
+		if done != nil {
+			done(r, i+1, len(jobs))
+		}
+		if r.Status == StatusInterrupted {
+			return runs, true
+		}
+	}
+	return runs, false
+}
+
+// RunName names a run in messages: "#3 (B, 4 vCPUs)".
+func RunName(r Run) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d (%s, %d vCPU", r.Seq, r.Variant, r.CPUs)
+	if r.CPUs != 1 {
+		b.WriteString("s")
+	}
+	if r.Warmup {
+		b.WriteString(", warm-up")
+	}
+	b.WriteString(")")
+	return b.String()
+}
