@@ -1,0 +1,312 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/mvm-dev/mvm/bench"
+	"github.com/mvm-dev/mvm/vmm"
+)
+
+// The lab boots Linux in 8-30 s (nested KVM under emulation), so these
+// benches are as small as their claims allow: the Mann-Whitney U test
+// needs 4 runs per variant to reach p < 0.05 at all.
+
+// readBenchReport reads an mvm bench --json report.
+func readBenchReport(t *testing.T, path string) *bench.Report {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := bench.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// benchRun runs mvm bench with args plus --json (returned as the report)
+// and --console-dir; each boot gets at most runTimeout, so that a hung
+// boot is reported as a failed run instead of ending the test. The
+// console of every failed run is logged.
+func benchRun(t *testing.T, timeout, runTimeout time.Duration, args ...string) (result, *bench.Report, string) {
+	t.Helper()
+	dir := t.TempDir()
+	js := filepath.Join(dir, "report.json")
+	con := filepath.Join(dir, "console")
+	args = append([]string{"bench"}, args...)
+	args = append(args, "--json", js, "--console-dir", con, "--timeout", runTimeout.String())
+	r := mvm(t, timeout, args...)
+	rep := readBenchReport(t, js)
+	logWall(t, rep)
+	for _, f := range rep.Analysis.Failed {
+		logs, _ := filepath.Glob(filepath.Join(con, "run-"+fmt.Sprintf("%03d", f.Seq)+"-*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("run #%d failed (%s); its console:\n%s", f.Seq, f.Error, b)
+		}
+	}
+	return r, rep, js
+}
+
+// logTable logs the report as mvm bench's table (re-rendered, no boots).
+func logTable(t *testing.T, report string, args ...string) {
+	t.Helper()
+	r := mvm(t, time.Minute, append([]string{"bench", "--from", report}, args...)...)
+	t.Logf("mvm bench --from %s %s:\n%s", filepath.Base(report), strings.Join(args, " "), r.stdout)
+}
+
+// logWall logs how long each run took, for the lab's time budget.
+func logWall(t *testing.T, rep *bench.Report) {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range rep.Runs {
+		b.WriteString(" " + time.Duration(r.PhasesNS[bench.PhaseProcessWall]).Round(100*time.Millisecond).String())
+	}
+	t.Logf("wall per run:%s; bench %v", b.String(), rep.Finished.Sub(rep.Started).Round(time.Second))
+}
+
+// parseBenchstat reads Go benchmark format as benchstat does (the lab has
+// no Go toolchain to run benchstat itself; a host unit test runs it).
+func parseBenchstat(t *testing.T, out string) map[string][]float64 {
+	t.Helper()
+	got := map[string][]float64{}
+	rd := benchfmt.NewReader(strings.NewReader(out), "stdout")
+	for rd.Scan() {
+		switch rec := rd.Result().(type) {
+		case *benchfmt.Result:
+			name := string(rec.Name.Full())
+			for _, v := range rec.Values {
+				if v.Unit == "sec/op" {
+					got[name] = append(got[name], v.Value)
+				}
+			}
+		case *benchfmt.SyntaxError:
+			t.Errorf("benchfmt: %v", rec)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestBenchAA: the same Linux configuration as two variants shows no
+// significant regression and exits 0; its benchstat output parses.
+func TestBenchAA(t *testing.T) {
+	kernel := env(t, "MVM_LINUX")
+	initrd := testInitrd(t)
+	r, rep, js := benchRun(t, 12*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
+		"--runs", "4", "--warmup", "0", "--variant", "A2", "--fail-on-regression", "10", "--format", "benchstat")
+	logTable(t, js)
+	if r.code != 0 {
+		t.Fatalf("A/A bench: exit status %d, want 0\nstderr:\n%s", r.code, r.stderr)
+	}
+	if len(rep.Analysis.Regressions) != 0 || len(rep.Analysis.Failed) != 0 {
+		t.Errorf("A/A: regressions %+v, failed runs %+v", rep.Analysis.Regressions, rep.Analysis.Failed)
+	}
+	for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+		c, ok := rep.Analysis.Cell(1, "A2", p)
+		if !ok || c.N != 4 || c.Delta == nil {
+			t.Errorf("A2 %s: %+v", p, c)
+			continue
+		}
+		t.Logf("A/A %s: delta %+.1f%%, p=%.3f, significant %v", p, c.Delta.Pct, c.Delta.P, c.Delta.Significant)
+	}
+
+	// Proof that benchstat can read it: the benchmark format parser
+	// benchstat uses accepts every line, with one sample per run.
+	got := parseBenchstat(t, r.stdout)
+	for _, v := range []string{"A", "A2"} {
+		for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+			name := "Boot/cpus=1/variant=" + v + "/phase=" + p
+			if len(got[name]) != 4 {
+				t.Errorf("%s: %d samples in the benchstat output, want 4", name, len(got[name]))
+			}
+		}
+	}
+	if _, ok := got["Boot/cpus=1/variant=A/phase=secondaries"]; ok {
+		t.Error("secondaries with 1 vCPU in the benchstat output")
+	}
+}
+
+// benchDelay is how much longer variant B's init waits before the
+// userspace marker. In the lab a 1-vCPU boot takes 8-16 s, and when other
+// work shares the host it drifts by several seconds within one bench: the
+// U test with 4 runs each needs every B slower than every A, so the delay
+// must exceed that drift.
+const benchDelay = 6 * time.Second
+
+// TestBenchDelay: a variant whose init waits benchDelay longer before the
+// userspace marker is slower in kernel_to_user and total, not in
+// vmm_setup, and --fail-on-regression makes that exit status 1. Looked at
+// from the slow variant, the baseline is faster: not a regression.
+func TestBenchDelay(t *testing.T) {
+	kernel := env(t, "MVM_LINUX")
+	initrd := testInitrd(t)
+	r, rep, js := benchRun(t, 14*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
+		"--runs", "4", "--warmup", "0",
+		"--variant", fmt.Sprintf("B:cmdline-append=mvm.delay_ms=%d,label=+%v", benchDelay.Milliseconds(), benchDelay),
+		"--fail-on-regression", "5")
+	t.Logf("stdout:\n%s", r.stdout)
+	if r.code != 1 {
+		t.Errorf("A/B bench with a %v slower B: exit status %d, want 1\nstderr:\n%s", benchDelay, r.code, r.stderr)
+	}
+	for _, p := range []string{vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+		c, ok := rep.Analysis.Cell(1, "B", p)
+		if !ok || c.Delta == nil {
+			t.Errorf("B %s missing", p)
+			continue
+		}
+		a, _ := rep.Analysis.Cell(1, "A", p)
+		diff := time.Duration(c.Median - a.Median)
+		t.Logf("B %s: %+.1f%% (%v), p=%.3f", p, c.Delta.Pct, diff.Round(time.Millisecond), c.Delta.P)
+		if !c.Delta.Significant || !c.Delta.Regression || c.Delta.Pct <= 0 {
+			t.Errorf("B %s: %+v, want a significant regression", p, c.Delta)
+		}
+		// The difference of the medians should be close to the delay
+		// (boot-to-boot noise aside).
+		if diff < benchDelay/2 || diff > benchDelay*2 {
+			t.Errorf("B %s: medians differ by %v, want about %v", p, diff, benchDelay)
+		}
+	}
+	if c, ok := rep.Analysis.Cell(1, "B", vmm.PhaseVMMSetup); !ok || c.Delta == nil || c.Delta.Regression {
+		t.Errorf("B vmm_setup: %+v, want present and no regression", c.Delta)
+	}
+	for _, g := range rep.Analysis.Regressions {
+		if g.Phase != vmm.PhaseKernelToUser && g.Phase != vmm.PhaseTotal && g.Phase != bench.PhaseProcessWall && g.Phase != bench.PhaseProcessCPU {
+			t.Errorf("regression in an unaffected phase: %+v", g)
+		}
+	}
+	if !strings.Contains(r.stdout, "REGRESSIONS beyond 5%") {
+		t.Error("the table does not list the regressions")
+	}
+
+	// The same boots with B as the baseline: A is faster, which is no
+	// regression (exit 0), though significant with a negative delta.
+	r = mvm(t, time.Minute, "bench", "--from", js, "--baseline", "B", "--fail-on-regression", "5", "--format", "json")
+	if r.code != 0 {
+		t.Errorf("--baseline B: exit status %d, want 0\n%s", r.code, r.stderr)
+	}
+	var back bench.Report
+	if err := json.Unmarshal([]byte(r.stdout), &back); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := back.Analysis.Cell(1, "A", vmm.PhaseKernelToUser)
+	if c.Delta == nil || !c.Delta.Significant || c.Delta.Regression || c.Delta.Pct >= 0 {
+		t.Errorf("A vs B kernel_to_user: %+v, want significant, faster, no regression", c.Delta)
+	}
+	logTable(t, js, "--baseline", "B", "--phases", "vmm_setup,kernel_to_user,total")
+}
+
+// TestBenchCPUs: a bench over 1, 4 and 8 vCPUs fills every cell;
+// secondaries is absent with 1 vCPU and grows with the count.
+func TestBenchCPUs(t *testing.T) {
+	kernel := env(t, "MVM_LINUX")
+	initrd := testInitrd(t)
+	r, rep, _ := benchRun(t, 12*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
+		"--psci", "user", "--cpus", "1,4,8", "--runs", "1", "--warmup", "0")
+	t.Logf("stdout:\n%s", r.stdout)
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	an := &rep.Analysis
+	for _, n := range []int{1, 4, 8} {
+		for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+			if !an.Has(n, "A", p) {
+				t.Errorf("%d vCPUs: no %s", n, p)
+			}
+		}
+	}
+	if an.Has(1, "A", vmm.PhaseSecondaries) || an.Has(1, "A", vmm.PhaseBootToSMP) {
+		t.Error("secondaries or boot_to_smp with 1 vCPU")
+	}
+	s4, ok4 := an.Cell(4, "A", vmm.PhaseSecondaries)
+	s8, ok8 := an.Cell(8, "A", vmm.PhaseSecondaries)
+	if !ok4 || !ok8 || s4.Median <= 0 || s8.Median <= s4.Median {
+		t.Errorf("secondaries: 4 vCPUs %v, 8 vCPUs %v; want present and growing",
+			time.Duration(s4.Median), time.Duration(s8.Median))
+	}
+	t.Logf("secondaries: 4 vCPUs %v, 8 vCPUs %v", time.Duration(s4.Median), time.Duration(s8.Median))
+	// With quiet the kernel does not print its smp line: the console view
+	// of secondaries is absent, and the report says why.
+	if an.Absent[bench.PhaseSecondariesConsole] == "" || !strings.Contains(r.stdout, "secondaries_console: needs") {
+		t.Errorf("secondaries_console's absence not explained: %v", an.Absent)
+	}
+}
+
+// TestBenchBadInput: bad arguments exit 2 with one line; a variant whose
+// kernel fails (one not bootable at all, one that never finishes) is
+// reported per run while the bench goes on, and the exit status says so.
+func TestBenchBadInput(t *testing.T) {
+	hello := payload(t, "hello.bin")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown key", []string{"bench", "--kernel", hello, "--variant", "B:frobnicate=1"}, `unknown key "frobnicate"`},
+		{"zero runs", []string{"bench", "--kernel", hello, "--runs", "0"}, "--runs 0"},
+		{"bad cpus", []string{"bench", "--kernel", hello, "--cpus", "1,x"}, "--cpus"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			oneLineError(t, mvm(t, 30*time.Second, c.args...), 2, c.want)
+		})
+	}
+
+	t.Run("failing variants", func(t *testing.T) {
+		dir := t.TempDir()
+		text := filepath.Join(dir, "notes.txt")
+		if err := os.WriteFile(text, []byte("this is not a kernel\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, rep, _ := benchRun(t, 3*time.Minute, 5*time.Second, "--kernel", hello, "--runs", "2", "--warmup", "0",
+			"--variant", "broken:kernel="+text, "--variant", "hang:kernel="+payload(t, "spin.bin"))
+		t.Logf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		if r.code != 3 {
+			t.Errorf("exit status %d, want 3 (runs failed)", r.code)
+		}
+		if len(rep.Runs) != 6 {
+			t.Fatalf("%d runs, want 6: the bench must go on after a failure", len(rep.Runs))
+		}
+		var seqs []int
+		for _, f := range rep.Analysis.Failed {
+			seqs = append(seqs, f.Seq)
+		}
+		if !slices.Equal(seqs, []int{2, 3, 5, 6}) {
+			t.Errorf("failed runs %v, want [2 3 5 6]", seqs)
+		}
+		for _, want := range []string{"#2 (broken, 1 vCPU): exit status 1: mvm: kernel", "not an arm64 Image",
+			"#3 (hang, 1 vCPU): timed out after 5s"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("table lacks %q", want)
+			}
+		}
+		if !strings.Contains(r.stderr, "mvm: 4 run(s) failed: #2 #3 #5 #6") {
+			t.Errorf("stderr does not say which runs failed:\n%s", r.stderr)
+		}
+		if c, ok := rep.Analysis.Cell(1, "A", vmm.PhaseTotal); !ok || c.N != 2 {
+			t.Errorf("A's runs: %+v", c)
+		}
+		// The hung run was stopped with SIGTERM, and mvm still wrote its
+		// result.
+		if s := rep.Runs[2].Summary; s == nil || s.Exit != vmm.ExitStopped {
+			t.Errorf("the stopped run's result: %+v", s)
+		}
+	})
+}
