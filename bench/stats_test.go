@@ -162,6 +162,20 @@ func TestAnalyzeAB(t *testing.T) {
 		t.Errorf("absent phases not explained: %v", an.Absent)
 	}
 
+	// process_cpu is reported with its significance, never a regression.
+	cpuRuns := synthRuns(vs, 5, 3, func(v string, cpus int, rng *rand.Rand) map[string]int64 {
+		p := bootPhases(nil)(v, cpus, rng)
+		p[PhaseProcessCPU] = p[vmm.PhaseTotal]
+		if v == "slow" {
+			p[PhaseProcessCPU] *= 2
+		}
+		return p
+	})
+	an2, _ := Analyze(vs, cpuRuns, Options{Alpha: 0.05, FailOnRegression: &th})
+	if c, _ := an2.Cell(1, "slow", PhaseProcessCPU); c.Delta == nil || !c.Delta.Significant || c.Delta.Regression {
+		t.Errorf("process_cpu twice as high: %+v, want significant and no regression", c.Delta)
+	}
+
 	// Without --fail-on-regression nothing is a regression; with B as the
 	// baseline the signs flip.
 	an, _ = Analyze(vs, runs, Options{Alpha: 0.05, Baseline: "slow"})

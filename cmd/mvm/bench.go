@@ -106,7 +106,8 @@ Each cell shows the median and ± half the min..max range; other variants
 show their delta to the baseline in percent and the p-value of a two-sided
 Mann-Whitney U test (at least 4 runs per variant are needed for p < 0.05).
 A delta is a regression when it is significant (p < --alpha), slower, and
-beyond --fail-on-regression percent; mvm bench then exits 1.
+beyond --fail-on-regression percent; mvm bench then exits 1. process_cpu is
+shown but never a regression: it moves with whatever else the host runs.
 
 Exit status: 0 when all went well; 1 on a regression beyond
 --fail-on-regression; 3 when some boots failed (they are listed; the
