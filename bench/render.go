@@ -88,6 +88,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 		tw.Flush()
 	}
+	writeProfileDiffs(bw, r)
 	writeFooter(bw, r)
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)

@@ -2,6 +2,8 @@ package vmm
 
 import (
 	"time"
+
+	"github.com/mvm-dev/mvm/exits"
 )
 
 // Summary is the JSON form of a run's result (mvm run --result-json), read
@@ -22,6 +24,8 @@ type Summary struct {
 	ConsoleNS map[string]int64 `json:"console_marks_ns"`
 	Memory    MemorySummary    `json:"memory"`
 	Unmapped  uint64           `json:"unmapped_accesses"`
+	// Profile is the exit profile (mvm run --profile), as its JSON.
+	Profile *exits.Report `json:"profile,omitempty"`
 }
 
 // MarkSummary is one boot-marker write.
@@ -55,6 +59,7 @@ func (r Result) Summary() Summary {
 		ConsoleNS: map[string]int64{},
 		Memory:    MemorySummary{r.Memory.RSS, r.Memory.GuestResident, r.Memory.Overhead(), r.Memory.PrivateOverhead()},
 		Unmapped:  r.UnmappedAccesses,
+		Profile:   r.Profile,
 	}
 	if r.Err != nil {
 		s.Error = r.Err.Error()
