@@ -139,7 +139,29 @@ func lab(kernel, busybox, script string, files []string, timeout time.Duration, 
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
 	defer cancelT()
+	for attempt := 1; ; attempt++ {
+		code, err := boot(ctx, qpath, kernel, initrd, cpus, mem, timeout)
+		if !errors.Is(err, errLockup) || attempt > retries {
+			return code, err
+		}
+		fmt.Fprintf(os.Stderr, "lab: %v; starting the lab again (attempt %d of %d)\n", err, attempt+1, retries+1)
+	}
+}
 
+// errLockup marks a lab kernel that reported a hard lockup: an emulation
+// fault (QEMU's TCG with nested KVM, seen a few times in a hundred boots),
+// after which the lab machine never recovers; no test caused it.
+var errLockup = errors.New("the lab kernel reported a hard lockup (a QEMU emulation fault, not a test result)")
+
+// lockupMarker is the console line of Linux's hard-lockup detector.
+const lockupMarker = "Watchdog detected hard LOCKUP"
+
+// retries is how often a lab that locked up is started again.
+const retries = 1
+
+// boot runs the lab machine once and returns the script's status.
+func boot(ctx context.Context, qpath, kernel, initrd string, cpus int, mem string, timeout time.Duration) (int, error) {
+	qemu := filepath.Base(qpath)
 	// -cpu max,pauth-impdef=on: EL2 and the newest features at ~3.5x the
 	// speed of plain max (QARMA pointer-auth emulation is slow). -nic none
 	// avoids QEMU's need for an EFI ROM we do not install.
@@ -166,6 +188,7 @@ func lab(kernel, busybox, script string, files []string, timeout time.Duration, 
 	}
 
 	status := -1
+	lockedUp := false
 	var tail []string
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -179,10 +202,16 @@ func lab(kernel, busybox, script string, files []string, timeout time.Duration, 
 		if i := strings.Index(line, statusPrefix); i >= 0 {
 			fmt.Sscanf(line[i+len(statusPrefix):], "%d", &status)
 		}
+		if strings.Contains(line, lockupMarker) && status < 0 {
+			cmd.Process.Kill()
+			lockedUp = true
+		}
 	}
 	werr := cmd.Wait()
 	elapsed := time.Since(start).Round(time.Second)
 	switch {
+	case lockedUp:
+		return 1, errLockup
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return 1, fmt.Errorf("timed out after %v; the last console lines were:\n  %s", timeout, strings.Join(tail, "\n  "))
 	case ctx.Err() != nil:
