@@ -39,7 +39,7 @@ func TestConsoleToFile(t *testing.T) {
 }
 
 func TestUnmappedAccessContinues(t *testing.T) {
-	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "unmapped.bin"), "--log-level", "warn")
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "unmapped.bin"), "--memory", "64M", "--log-level", "warn")
 	if r.code != 0 {
 		t.Fatalf("exit status %d, want 0 (SYSTEM_OFF after the unmapped access)\nstderr:\n%s", r.code, r.stderr)
 	}
@@ -52,6 +52,10 @@ func TestUnmappedAccessContinues(t *testing.T) {
 	}
 	if n := strings.Count(r.stderr, "addr=0xa000008 "); n != 1 {
 		t.Errorf("address 0xa000008 logged %d times, want once:\n%s", n, r.stderr)
+	}
+	// RAM is [0x4000_0000, 0x4400_0000): the next byte is not RAM.
+	if n := strings.Count(r.stderr, "addr=0x44000000 "); n != 1 {
+		t.Errorf("the access just past the end of RAM was logged %d times, want once:\n%s", n, r.stderr)
 	}
 }
 

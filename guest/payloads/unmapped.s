@@ -1,6 +1,7 @@
-// unmapped: read and write an address where nothing is mapped, report what
-// the read returned, then PSCI SYSTEM_OFF. mvm must log the access, return
-// zero for the read and let the guest continue.
+// unmapped: read and write an address where nothing is mapped, and read
+// the first byte past the end of a 64 MiB guest's RAM (0x4400_0000), report
+// what the reads returned, then PSCI SYSTEM_OFF. mvm must log the accesses,
+// return zero for the reads and let the guest continue.
 	.include "common.inc"
 
 	.text
@@ -11,6 +12,9 @@ _start:
 	mov	w7, #0x5a
 	str	w7, [x5]		// unmapped write: dropped
 	ldr	w8, [x5, #8]		// a second address
+	orr	w6, w6, w8
+	mov	x9, #0x44000000		// just past the end of 64 MiB of RAM
+	ldr	w8, [x9]
 	orr	w6, w6, w8
 	adr	x1, zero
 	cbz	w6, 1f
