@@ -29,60 +29,115 @@ const (
 	arm64ExitWithSErrorBit = 31
 )
 
-var arm64ExceptionTypes = map[uint64]string{
-	Arm64ExceptionIRQ:     "IRQ",
-	Arm64ExceptionSError:  "SERROR",
-	Arm64ExceptionTrap:    "TRAP",
-	Arm64ExceptionIL:      "ILLEGAL",
-	Arm64ExceptionHypGone: "HYP_GONE",
+// arm64ExceptionType names the kvm_exit ret values (ARM_EXCEPTION_* in
+// arch/arm64/include/asm/kvm_asm.h) other than TRAP, which is keyed by EC.
+func arm64ExceptionType(k uint64) (string, bool) {
+	switch k {
+	case Arm64ExceptionIRQ:
+		return "IRQ", true
+	case Arm64ExceptionSError:
+		return "SERROR", true
+	case Arm64ExceptionTrap:
+		return "TRAP", true
+	case Arm64ExceptionIL:
+		return "ILLEGAL", true
+	case Arm64ExceptionHypGone:
+		return "HYP_GONE", true
+	}
+	return "", false
 }
 
-// arm64ExceptionClasses are the ESR_ELx_EC_* values of
+// arm64ExceptionClass names the ESR_ELx_EC_* values of
 // arch/arm64/include/asm/esr.h that perf's kvm_arm_exception_class table
 // names (the ECN() list in arch/arm64/include/asm/kvm_arm.h).
-var arm64ExceptionClasses = [64]string{
-	0x00: "UNKNOWN",
-	0x01: "WFx",
-	0x03: "CP15_32",
-	0x04: "CP15_64",
-	0x05: "CP14_MR",
-	0x06: "CP14_LS",
-	0x07: "FP_ASIMD",
-	0x08: "CP10_ID",
-	0x09: "PAC",
-	0x0C: "CP14_64",
-	0x0D: "BTI",
-	0x0E: "ILL",
-	0x11: "SVC32",
-	0x12: "HVC32",
-	0x13: "SMC32",
-	0x15: "SVC64",
-	0x16: "HVC64",
-	0x17: "SMC64",
-	0x18: "SYS64",
-	0x19: "SVE",
-	0x1A: "ERET",
-	0x1C: "FPAC",
-	0x1D: "SME",
-	0x1F: "IMP_DEF",
-	0x20: "IABT_LOW",
-	0x21: "IABT_CUR",
-	0x22: "PC_ALIGN",
-	0x24: "DABT_LOW",
-	0x25: "DABT_CUR",
-	0x26: "SP_ALIGN",
-	0x28: "FP_EXC32",
-	0x2C: "FP_EXC64",
-	0x2F: "SERROR",
-	0x30: "BREAKPT_LOW",
-	0x31: "BREAKPT_CUR",
-	0x32: "SOFTSTP_LOW",
-	0x33: "SOFTSTP_CUR",
-	0x34: "WATCHPT_LOW",
-	0x35: "WATCHPT_CUR",
-	0x38: "BKPT32",
-	0x3A: "VECTOR32",
-	0x3C: "BRK64",
+func arm64ExceptionClass(k uint64) (string, bool) {
+	switch k {
+	case 0x00:
+		return "UNKNOWN", true
+	case 0x01:
+		return "WFx", true
+	case 0x03:
+		return "CP15_32", true
+	case 0x04:
+		return "CP15_64", true
+	case 0x05:
+		return "CP14_MR", true
+	case 0x06:
+		return "CP14_LS", true
+	case 0x07:
+		return "FP_ASIMD", true
+	case 0x08:
+		return "CP10_ID", true
+	case 0x09:
+		return "PAC", true
+	case 0x0C:
+		return "CP14_64", true
+	case 0x0D:
+		return "BTI", true
+	case 0x0E:
+		return "ILL", true
+	case 0x11:
+		return "SVC32", true
+	case 0x12:
+		return "HVC32", true
+	case 0x13:
+		return "SMC32", true
+	case 0x15:
+		return "SVC64", true
+	case 0x16:
+		return "HVC64", true
+	case 0x17:
+		return "SMC64", true
+	case 0x18:
+		return "SYS64", true
+	case 0x19:
+		return "SVE", true
+	case 0x1A:
+		return "ERET", true
+	case 0x1C:
+		return "FPAC", true
+	case 0x1D:
+		return "SME", true
+	case 0x1F:
+		return "IMP_DEF", true
+	case 0x20:
+		return "IABT_LOW", true
+	case 0x21:
+		return "IABT_CUR", true
+	case 0x22:
+		return "PC_ALIGN", true
+	case 0x24:
+		return "DABT_LOW", true
+	case 0x25:
+		return "DABT_CUR", true
+	case 0x26:
+		return "SP_ALIGN", true
+	case 0x28:
+		return "FP_EXC32", true
+	case 0x2C:
+		return "FP_EXC64", true
+	case 0x2F:
+		return "SERROR", true
+	case 0x30:
+		return "BREAKPT_LOW", true
+	case 0x31:
+		return "BREAKPT_CUR", true
+	case 0x32:
+		return "SOFTSTP_LOW", true
+	case 0x33:
+		return "SOFTSTP_CUR", true
+	case 0x34:
+		return "WATCHPT_LOW", true
+	case 0x35:
+		return "WATCHPT_CUR", true
+	case 0x38:
+		return "BKPT32", true
+	case 0x3A:
+		return "VECTOR32", true
+	case 0x3C:
+		return "BRK64", true
+	}
+	return "", false
 }
 
 // Arch implements Namer.
@@ -105,7 +160,7 @@ func (Arm64Namer) ExitName(code, sub uint64) string {
 	if ret == Arm64ExceptionTrap {
 		return Arm64ECName(sub)
 	}
-	if n, ok := arm64ExceptionTypes[ret]; ok {
+	if n, ok := arm64ExceptionType(ret); ok {
 		return n
 	}
 	return fmt.Sprintf("RET_0x%x", ret)
@@ -114,8 +169,8 @@ func (Arm64Namer) ExitName(code, sub uint64) string {
 // Arm64ECName names an ESR_ELx exception class; unnamed classes read
 // "EC_0xNN".
 func Arm64ECName(ec uint64) string {
-	if ec < uint64(len(arm64ExceptionClasses)) && arm64ExceptionClasses[ec] != "" {
-		return arm64ExceptionClasses[ec]
+	if n, ok := arm64ExceptionClass(ec); ok {
+		return n
 	}
 	return fmt.Sprintf("EC_0x%02X", ec)
 }

@@ -38,20 +38,31 @@ const (
 	numKinds
 )
 
-var kindNames = [numKinds]string{
-	KindMMIO:          "MMIO",
-	KindHypercall:     "HYPERCALL",
-	KindSystemEvent:   "SYSTEM_EVENT",
-	KindIntr:          "INTR",
-	KindFailEntry:     "FAIL_ENTRY",
-	KindInternalError: "INTERNAL_ERROR",
-	KindOther:         "OTHER",
+// kindName is the report name of a userspace exit kind.
+func kindName(k Kind) (string, bool) {
+	switch k {
+	case KindMMIO:
+		return "MMIO", true
+	case KindHypercall:
+		return "HYPERCALL", true
+	case KindSystemEvent:
+		return "SYSTEM_EVENT", true
+	case KindIntr:
+		return "INTR", true
+	case KindFailEntry:
+		return "FAIL_ENTRY", true
+	case KindInternalError:
+		return "INTERNAL_ERROR", true
+	case KindOther:
+		return "OTHER", true
+	}
+	return "", false
 }
 
 // String is the kind's name as reports print it.
 func (k Kind) String() string {
-	if k < numKinds {
-		return kindNames[k]
+	if n, ok := kindName(k); ok {
+		return n
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -267,12 +278,15 @@ const (
 	numVCPUStates
 )
 
-var vcpuStateNames = [numVCPUStates]string{"created", "off", "running", "handling", "stopped"}
+// vcpuStateNames lists the state names in state order.
+func vcpuStateNames() [numVCPUStates]string {
+	return [numVCPUStates]string{"created", "off", "running", "handling", "stopped"}
+}
 
 // String names the state as the metric's state label spells it.
 func (s VCPUState) String() string {
 	if s < numVCPUStates {
-		return vcpuStateNames[s]
+		return vcpuStateNames()[s]
 	}
 	return fmt.Sprintf("state%d", uint32(s))
 }

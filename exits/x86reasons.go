@@ -21,186 +21,369 @@ const (
 // the full exit reason); the basic reason is the low 16 bits.
 const vmxExitReasonFailedVMEntry = 0x8000_0000
 
-var vmxExitReasons = map[uint64]string{
-	0:  "EXCEPTION_NMI",
-	1:  "EXTERNAL_INTERRUPT",
-	2:  "TRIPLE_FAULT",
-	3:  "INIT_SIGNAL",
-	4:  "SIPI_SIGNAL",
-	7:  "INTERRUPT_WINDOW",
-	8:  "NMI_WINDOW",
-	9:  "TASK_SWITCH",
-	10: "CPUID",
-	12: "HLT",
-	13: "INVD",
-	14: "INVLPG",
-	15: "RDPMC",
-	16: "RDTSC",
-	18: "VMCALL",
-	19: "VMCLEAR",
-	20: "VMLAUNCH",
-	21: "VMPTRLD",
-	22: "VMPTRST",
-	23: "VMREAD",
-	24: "VMRESUME",
-	25: "VMWRITE",
-	26: "VMOFF",
-	27: "VMON",
-	28: "CR_ACCESS",
-	29: "DR_ACCESS",
-	30: "IO_INSTRUCTION",
-	31: "MSR_READ",
-	32: "MSR_WRITE",
-	33: "INVALID_STATE",
-	34: "MSR_LOAD_FAIL",
-	36: "MWAIT_INSTRUCTION",
-	37: "MONITOR_TRAP_FLAG",
-	39: "MONITOR_INSTRUCTION",
-	40: "PAUSE_INSTRUCTION",
-	41: "MCE_DURING_VMENTRY",
-	43: "TPR_BELOW_THRESHOLD",
-	44: "APIC_ACCESS",
-	45: "EOI_INDUCED",
-	46: "GDTR_IDTR",
-	47: "LDTR_TR",
-	48: "EPT_VIOLATION",
-	49: "EPT_MISCONFIG",
-	50: "INVEPT",
-	51: "RDTSCP",
-	52: "PREEMPTION_TIMER",
-	53: "INVVPID",
-	54: "WBINVD",
-	55: "XSETBV",
-	56: "APIC_WRITE",
-	57: "RDRAND",
-	58: "INVPCID",
-	59: "VMFUNC",
-	60: "ENCLS",
-	61: "RDSEED",
-	62: "PML_FULL",
-	63: "XSAVES",
-	64: "XRSTORS",
-	67: "UMWAIT",
-	68: "TPAUSE",
-	74: "BUS_LOCK",
-	75: "NOTIFY",
-	77: "TDCALL",
-	84: "MSR_READ_IMM",
-	85: "MSR_WRITE_IMM",
+// vmxExitReason names VMX basic exit reasons (arch/x86/include/uapi/asm/vmx.h).
+func vmxExitReason(k uint64) (string, bool) {
+	switch k {
+	case 0:
+		return "EXCEPTION_NMI", true
+	case 1:
+		return "EXTERNAL_INTERRUPT", true
+	case 2:
+		return "TRIPLE_FAULT", true
+	case 3:
+		return "INIT_SIGNAL", true
+	case 4:
+		return "SIPI_SIGNAL", true
+	case 7:
+		return "INTERRUPT_WINDOW", true
+	case 8:
+		return "NMI_WINDOW", true
+	case 9:
+		return "TASK_SWITCH", true
+	case 10:
+		return "CPUID", true
+	case 12:
+		return "HLT", true
+	case 13:
+		return "INVD", true
+	case 14:
+		return "INVLPG", true
+	case 15:
+		return "RDPMC", true
+	case 16:
+		return "RDTSC", true
+	case 18:
+		return "VMCALL", true
+	case 19:
+		return "VMCLEAR", true
+	case 20:
+		return "VMLAUNCH", true
+	case 21:
+		return "VMPTRLD", true
+	case 22:
+		return "VMPTRST", true
+	case 23:
+		return "VMREAD", true
+	case 24:
+		return "VMRESUME", true
+	case 25:
+		return "VMWRITE", true
+	case 26:
+		return "VMOFF", true
+	case 27:
+		return "VMON", true
+	case 28:
+		return "CR_ACCESS", true
+	case 29:
+		return "DR_ACCESS", true
+	case 30:
+		return "IO_INSTRUCTION", true
+	case 31:
+		return "MSR_READ", true
+	case 32:
+		return "MSR_WRITE", true
+	case 33:
+		return "INVALID_STATE", true
+	case 34:
+		return "MSR_LOAD_FAIL", true
+	case 36:
+		return "MWAIT_INSTRUCTION", true
+	case 37:
+		return "MONITOR_TRAP_FLAG", true
+	case 39:
+		return "MONITOR_INSTRUCTION", true
+	case 40:
+		return "PAUSE_INSTRUCTION", true
+	case 41:
+		return "MCE_DURING_VMENTRY", true
+	case 43:
+		return "TPR_BELOW_THRESHOLD", true
+	case 44:
+		return "APIC_ACCESS", true
+	case 45:
+		return "EOI_INDUCED", true
+	case 46:
+		return "GDTR_IDTR", true
+	case 47:
+		return "LDTR_TR", true
+	case 48:
+		return "EPT_VIOLATION", true
+	case 49:
+		return "EPT_MISCONFIG", true
+	case 50:
+		return "INVEPT", true
+	case 51:
+		return "RDTSCP", true
+	case 52:
+		return "PREEMPTION_TIMER", true
+	case 53:
+		return "INVVPID", true
+	case 54:
+		return "WBINVD", true
+	case 55:
+		return "XSETBV", true
+	case 56:
+		return "APIC_WRITE", true
+	case 57:
+		return "RDRAND", true
+	case 58:
+		return "INVPCID", true
+	case 59:
+		return "VMFUNC", true
+	case 60:
+		return "ENCLS", true
+	case 61:
+		return "RDSEED", true
+	case 62:
+		return "PML_FULL", true
+	case 63:
+		return "XSAVES", true
+	case 64:
+		return "XRSTORS", true
+	case 67:
+		return "UMWAIT", true
+	case 68:
+		return "TPAUSE", true
+	case 74:
+		return "BUS_LOCK", true
+	case 75:
+		return "NOTIFY", true
+	case 77:
+		return "TDCALL", true
+	case 84:
+		return "MSR_READ_IMM", true
+	case 85:
+		return "MSR_WRITE_IMM", true
+	}
+	return "", false
 }
 
-var svmExitReasons = map[uint64]string{
-	0x000:       "read_cr0",
-	0x002:       "read_cr2",
-	0x003:       "read_cr3",
-	0x004:       "read_cr4",
-	0x008:       "read_cr8",
-	0x010:       "write_cr0",
-	0x012:       "write_cr2",
-	0x013:       "write_cr3",
-	0x014:       "write_cr4",
-	0x018:       "write_cr8",
-	0x020:       "read_dr0",
-	0x021:       "read_dr1",
-	0x022:       "read_dr2",
-	0x023:       "read_dr3",
-	0x024:       "read_dr4",
-	0x025:       "read_dr5",
-	0x026:       "read_dr6",
-	0x027:       "read_dr7",
-	0x030:       "write_dr0",
-	0x031:       "write_dr1",
-	0x032:       "write_dr2",
-	0x033:       "write_dr3",
-	0x034:       "write_dr4",
-	0x035:       "write_dr5",
-	0x036:       "write_dr6",
-	0x037:       "write_dr7",
-	0x040:       "DE excp",
-	0x041:       "DB excp",
-	0x043:       "BP excp",
-	0x044:       "OF excp",
-	0x045:       "BR excp",
-	0x046:       "UD excp",
-	0x047:       "NM excp",
-	0x048:       "DF excp",
-	0x04a:       "TS excp",
-	0x04b:       "NP excp",
-	0x04c:       "SS excp",
-	0x04d:       "GP excp",
-	0x04e:       "PF excp",
-	0x050:       "MF excp",
-	0x051:       "AC excp",
-	0x052:       "MC excp",
-	0x053:       "XF excp",
-	0x060:       "interrupt",
-	0x061:       "nmi",
-	0x062:       "smi",
-	0x063:       "init",
-	0x064:       "vintr",
-	0x065:       "cr0_sel_write",
-	0x066:       "read_idtr",
-	0x067:       "read_gdtr",
-	0x068:       "read_ldtr",
-	0x069:       "read_rt",
-	0x06a:       "write_idtr",
-	0x06b:       "write_gdtr",
-	0x06c:       "write_ldtr",
-	0x06d:       "write_rt",
-	0x06e:       "rdtsc",
-	0x06f:       "rdpmc",
-	0x070:       "pushf",
-	0x071:       "popf",
-	0x072:       "cpuid",
-	0x073:       "rsm",
-	0x074:       "iret",
-	0x075:       "swint",
-	0x076:       "invd",
-	0x077:       "pause",
-	0x078:       "hlt",
-	0x079:       "invlpg",
-	0x07a:       "invlpga",
-	0x07b:       "io",
-	0x07c:       "msr",
-	0x07d:       "task_switch",
-	0x07e:       "ferr_freeze",
-	0x07f:       "shutdown",
-	0x080:       "vmrun",
-	0x081:       "hypercall",
-	0x082:       "vmload",
-	0x083:       "vmsave",
-	0x084:       "stgi",
-	0x085:       "clgi",
-	0x086:       "skinit",
-	0x087:       "rdtscp",
-	0x088:       "icebp",
-	0x089:       "wbinvd",
-	0x08a:       "monitor",
-	0x08b:       "mwait",
-	0x08d:       "xsetbv",
-	0x08f:       "write_efer_trap",
-	0x090:       "write_cr0_trap",
-	0x094:       "write_cr4_trap",
-	0x098:       "write_cr8_trap",
-	0x0a2:       "invpcid",
-	0x0a5:       "buslock",
-	0x0a6:       "idle-halt",
-	0x400:       "npf",
-	0x401:       "avic_incomplete_ipi",
-	0x402:       "avic_unaccelerated_access",
-	0x403:       "vmgexit",
-	0x8000_0001: "vmgexit_mmio_read",
-	0x8000_0002: "vmgexit_mmio_write",
-	0x8000_0003: "vmgexit_nmi_complete",
-	0x8000_0004: "vmgexit_ap_hlt_loop",
-	0x8000_0005: "vmgexit_ap_jump_table",
-	0x8000_0010: "vmgexit_page_state_change",
-	0x8000_0011: "vmgexit_guest_request",
-	0x8000_0012: "vmgexit_ext_guest_request",
-	0x8000_0013: "vmgexit_ap_creation",
-	0x8000_fffd: "vmgexit_hypervisor_feature",
+// svmExitReason names SVM exit codes (arch/x86/include/uapi/asm/svm.h).
+func svmExitReason(k uint64) (string, bool) {
+	switch k {
+	case 0x000:
+		return "read_cr0", true
+	case 0x002:
+		return "read_cr2", true
+	case 0x003:
+		return "read_cr3", true
+	case 0x004:
+		return "read_cr4", true
+	case 0x008:
+		return "read_cr8", true
+	case 0x010:
+		return "write_cr0", true
+	case 0x012:
+		return "write_cr2", true
+	case 0x013:
+		return "write_cr3", true
+	case 0x014:
+		return "write_cr4", true
+	case 0x018:
+		return "write_cr8", true
+	case 0x020:
+		return "read_dr0", true
+	case 0x021:
+		return "read_dr1", true
+	case 0x022:
+		return "read_dr2", true
+	case 0x023:
+		return "read_dr3", true
+	case 0x024:
+		return "read_dr4", true
+	case 0x025:
+		return "read_dr5", true
+	case 0x026:
+		return "read_dr6", true
+	case 0x027:
+		return "read_dr7", true
+	case 0x030:
+		return "write_dr0", true
+	case 0x031:
+		return "write_dr1", true
+	case 0x032:
+		return "write_dr2", true
+	case 0x033:
+		return "write_dr3", true
+	case 0x034:
+		return "write_dr4", true
+	case 0x035:
+		return "write_dr5", true
+	case 0x036:
+		return "write_dr6", true
+	case 0x037:
+		return "write_dr7", true
+	case 0x040:
+		return "DE excp", true
+	case 0x041:
+		return "DB excp", true
+	case 0x043:
+		return "BP excp", true
+	case 0x044:
+		return "OF excp", true
+	case 0x045:
+		return "BR excp", true
+	case 0x046:
+		return "UD excp", true
+	case 0x047:
+		return "NM excp", true
+	case 0x048:
+		return "DF excp", true
+	case 0x04a:
+		return "TS excp", true
+	case 0x04b:
+		return "NP excp", true
+	case 0x04c:
+		return "SS excp", true
+	case 0x04d:
+		return "GP excp", true
+	case 0x04e:
+		return "PF excp", true
+	case 0x050:
+		return "MF excp", true
+	case 0x051:
+		return "AC excp", true
+	case 0x052:
+		return "MC excp", true
+	case 0x053:
+		return "XF excp", true
+	case 0x060:
+		return "interrupt", true
+	case 0x061:
+		return "nmi", true
+	case 0x062:
+		return "smi", true
+	case 0x063:
+		return "init", true
+	case 0x064:
+		return "vintr", true
+	case 0x065:
+		return "cr0_sel_write", true
+	case 0x066:
+		return "read_idtr", true
+	case 0x067:
+		return "read_gdtr", true
+	case 0x068:
+		return "read_ldtr", true
+	case 0x069:
+		return "read_rt", true
+	case 0x06a:
+		return "write_idtr", true
+	case 0x06b:
+		return "write_gdtr", true
+	case 0x06c:
+		return "write_ldtr", true
+	case 0x06d:
+		return "write_rt", true
+	case 0x06e:
+		return "rdtsc", true
+	case 0x06f:
+		return "rdpmc", true
+	case 0x070:
+		return "pushf", true
+	case 0x071:
+		return "popf", true
+	case 0x072:
+		return "cpuid", true
+	case 0x073:
+		return "rsm", true
+	case 0x074:
+		return "iret", true
+	case 0x075:
+		return "swint", true
+	case 0x076:
+		return "invd", true
+	case 0x077:
+		return "pause", true
+	case 0x078:
+		return "hlt", true
+	case 0x079:
+		return "invlpg", true
+	case 0x07a:
+		return "invlpga", true
+	case 0x07b:
+		return "io", true
+	case 0x07c:
+		return "msr", true
+	case 0x07d:
+		return "task_switch", true
+	case 0x07e:
+		return "ferr_freeze", true
+	case 0x07f:
+		return "shutdown", true
+	case 0x080:
+		return "vmrun", true
+	case 0x081:
+		return "hypercall", true
+	case 0x082:
+		return "vmload", true
+	case 0x083:
+		return "vmsave", true
+	case 0x084:
+		return "stgi", true
+	case 0x085:
+		return "clgi", true
+	case 0x086:
+		return "skinit", true
+	case 0x087:
+		return "rdtscp", true
+	case 0x088:
+		return "icebp", true
+	case 0x089:
+		return "wbinvd", true
+	case 0x08a:
+		return "monitor", true
+	case 0x08b:
+		return "mwait", true
+	case 0x08d:
+		return "xsetbv", true
+	case 0x08f:
+		return "write_efer_trap", true
+	case 0x090:
+		return "write_cr0_trap", true
+	case 0x094:
+		return "write_cr4_trap", true
+	case 0x098:
+		return "write_cr8_trap", true
+	case 0x0a2:
+		return "invpcid", true
+	case 0x0a5:
+		return "buslock", true
+	case 0x0a6:
+		return "idle-halt", true
+	case 0x400:
+		return "npf", true
+	case 0x401:
+		return "avic_incomplete_ipi", true
+	case 0x402:
+		return "avic_unaccelerated_access", true
+	case 0x403:
+		return "vmgexit", true
+	case 0x8000_0001:
+		return "vmgexit_mmio_read", true
+	case 0x8000_0002:
+		return "vmgexit_mmio_write", true
+	case 0x8000_0003:
+		return "vmgexit_nmi_complete", true
+	case 0x8000_0004:
+		return "vmgexit_ap_hlt_loop", true
+	case 0x8000_0005:
+		return "vmgexit_ap_jump_table", true
+	case 0x8000_0010:
+		return "vmgexit_page_state_change", true
+	case 0x8000_0011:
+		return "vmgexit_guest_request", true
+	case 0x8000_0012:
+		return "vmgexit_ext_guest_request", true
+	case 0x8000_0013:
+		return "vmgexit_ap_creation", true
+	case 0x8000_fffd:
+		return "vmgexit_hypervisor_feature", true
 	// SVM_EXIT_ERR is -1 as a u32 exit_reason.
-	0xffff_ffff: "invalid_guest_state",
+	case 0xffff_ffff:
+		return "invalid_guest_state", true
+	}
+	return "", false
 }
 
 // Arch implements Namer.
@@ -223,7 +406,7 @@ func (X86Namer) ExitName(code, sub uint64) string {
 	case X86ISAVMX:
 		return VMXExitName(code)
 	case X86ISASVM:
-		if n, ok := svmExitReasons[code]; ok {
+		if n, ok := svmExitReason(code); ok {
 			return n
 		}
 		return fmt.Sprintf("SVM_0x%x", code)
@@ -235,7 +418,7 @@ func (X86Namer) ExitName(code, sub uint64) string {
 // flagged when bit 31 (VM-entry failure) is set.
 func VMXExitName(full uint64) string {
 	basic := full & 0xffff
-	n, ok := vmxExitReasons[basic]
+	n, ok := vmxExitReason(basic)
 	if !ok {
 		n = fmt.Sprintf("EXIT_0x%x", basic)
 	}
