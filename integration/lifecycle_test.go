@@ -120,3 +120,16 @@ func TestBadInputRun(t *testing.T) {
 		oneLineError(t, r, 1, "permission denied")
 	})
 }
+
+// TestGuestFaultReported: a guest access KVM cannot emulate stops mvm with
+// status 1 and one line naming the vCPU, its PC and PSTATE.
+func TestGuestFaultReported(t *testing.T) {
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "badmmio.bin"))
+	oneLineError(t, r, 1, "vCPU 0")
+	// The ldp is the payload's second instruction.
+	for _, want := range []string{"PC 0x40000004", "PSTATE 0x3c5", "cannot emulate"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q lacks %q", r.stderr, want)
+		}
+	}
+}

@@ -293,6 +293,12 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 				h.Exited(v, kvm.ExitIntr, -1, time.Since(t0))
 				continue
 			}
+			if errno == unix.ENOSYS {
+				// arm64 KVM's answer to a data abort it cannot emulate:
+				// no valid instruction syndrome (ISV = 0), e.g. a load
+				// pair or a writeback access to an MMIO address.
+				return Halt, v.fault("KVM_RUN failed", "KVM cannot emulate the guest's MMIO access (no instruction syndrome: a load/store pair or writeback to a device address?)")
+			}
 			return Halt, v.fault("KVM_RUN failed", errno.Error())
 		}
 		next := Continue
