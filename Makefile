@@ -7,7 +7,7 @@
 GO        ?= go
 CACHE     ?= .cache/lab
 OUT       ?= out
-LAB_TIMEOUT ?= 15m
+LAB_TIMEOUT ?= 25m
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 CROSS     ?= aarch64-linux-gnu-
 
