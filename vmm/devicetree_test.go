@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
+	"github.com/mvm-dev/mvm/internal/fdt/fdttest"
 	"strings"
 	"testing"
 
@@ -30,131 +27,6 @@ func testDeviceTree() DeviceTree {
 		InitrdStart: 0x4800_0000,
 		InitrdEnd:   0x4812_3457,
 	}
-}
-
-// dtcDecompile runs `dtc -I dtb -O dts` and returns path -> property ->
-// value bytes plus dtc's warnings. A missing dtc fails the test: CI
-// installs device-tree-compiler, and without it the check is not done.
-func dtcDecompile(t *testing.T, blob []byte) (map[string]map[string][]byte, string) {
-	t.Helper()
-	dtc, err := exec.LookPath("dtc")
-	if err != nil {
-		t.Fatalf("dtc not found (install device-tree-compiler): %v", err)
-	}
-	in := filepath.Join(t.TempDir(), "vm.dtb")
-	if err := os.WriteFile(in, blob, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(dtc, "-I", "dtb", "-O", "dts", in)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("dtc: %v\n%s", err, stderr.String())
-	}
-	tree, err := readDTS(stdout.String())
-	if err != nil {
-		t.Fatalf("reading dtc output: %v\n%s", err, stdout.String())
-	}
-	return tree, stderr.String()
-}
-
-// readDTS reads what `dtc -O dts` prints for a blob (nodes, properties,
-// <cells>, [bytes], "strings"; no labels or references) into
-// path -> property -> the bytes the blob holds.
-func readDTS(src string) (map[string]map[string][]byte, error) {
-	out := map[string]map[string][]byte{}
-	var stack []string
-	path := func() string { return "/" + strings.Join(stack, "/") }
-	depth := 0
-	for i, line := range strings.Split(src, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "" || line == "/dts-v1/;":
-		case line == "/ {":
-			depth++
-			out["/"] = map[string][]byte{}
-		case strings.HasSuffix(line, " {"):
-			depth++
-			stack = append(stack, strings.TrimSuffix(line, " {"))
-			out[path()] = map[string][]byte{}
-		case line == "};":
-			if depth == 0 {
-				return nil, fmt.Errorf("line %d: unbalanced", i+1)
-			}
-			depth--
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			}
-		case strings.HasSuffix(line, ";") && depth > 0:
-			name, val, hasVal := strings.Cut(strings.TrimSuffix(line, ";"), " = ")
-			var v []byte
-			if hasVal {
-				var err error
-				if v, err = dtsBytes(val); err != nil {
-					return nil, fmt.Errorf("line %d: %v", i+1, err)
-				}
-			}
-			out[path()][name] = v
-		default:
-			return nil, fmt.Errorf("line %d: cannot read %q", i+1, line)
-		}
-	}
-	return out, nil
-}
-
-// dtsBytes converts a DTS value back to blob bytes.
-func dtsBytes(s string) ([]byte, error) {
-	var out []byte
-	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), ",")) {
-		switch s[0] {
-		case '<':
-			end := strings.IndexByte(s, '>')
-			if end < 0 {
-				return nil, fmt.Errorf("unterminated <>")
-			}
-			for _, f := range strings.Fields(s[1:end]) {
-				c, err := strconv.ParseUint(f, 0, 32)
-				if err != nil {
-					return nil, err
-				}
-				out = binary.BigEndian.AppendUint32(out, uint32(c))
-			}
-			s = s[end+1:]
-		case '[':
-			end := strings.IndexByte(s, ']')
-			if end < 0 {
-				return nil, fmt.Errorf("unterminated []")
-			}
-			for _, f := range strings.Fields(s[1:end]) {
-				c, err := strconv.ParseUint(f, 16, 8)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, byte(c))
-			}
-			s = s[end+1:]
-		case '"':
-			i := 1
-			for ; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' && i+1 < len(s) {
-					i++
-					if s[i] == '0' {
-						out = append(out, 0)
-						continue
-					}
-				}
-				out = append(out, s[i])
-			}
-			if i >= len(s) {
-				return nil, fmt.Errorf("unterminated string")
-			}
-			out = append(out, 0)
-			s = s[i+1:]
-		default:
-			return nil, fmt.Errorf("unexpected %q", s)
-		}
-	}
-	return out, nil
 }
 
 // Value encoders for the expectations.
@@ -188,7 +60,7 @@ func TestDeviceTreeDTC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
-	got, warnings := dtcDecompile(t, blob)
+	got, warnings := fdttest.Decompile(t, blob)
 	if warnings != "" {
 		t.Errorf("dtc warns about the tree:\n%s", warnings)
 	}
@@ -364,7 +236,7 @@ func TestDeviceTree512CPUs(t *testing.T) {
 	if got := tree.Lookup("/cpus/cpu@1f0f"); got == nil {
 		t.Errorf("vCPU 511 (Aff1 0x1f, Aff0 0xf) has no node cpu@1f0f")
 	}
-	if _, warnings := dtcDecompile(t, blob); warnings != "" {
+	if _, warnings := fdttest.Decompile(t, blob); warnings != "" {
 		t.Errorf("dtc warns about the 512-CPU tree:\n%s", warnings)
 	}
 }
