@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -68,6 +69,20 @@ func ReadJSON(rd io.Reader) (*Report, error) {
 		return nil, fmt.Errorf("read JSON report: no variants")
 	}
 	return &r, nil
+}
+
+// ReadJSONFile reads the report WriteJSON wrote to path.
+func ReadJSONFile(path string) (*Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := ReadJSON(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
 }
 
 // Reanalyze recomputes the analysis with new options.

@@ -22,21 +22,6 @@ import (
 // benches are as small as their claims allow: the Mann-Whitney U test
 // needs 4 runs per variant to reach p < 0.05 at all.
 
-// readBenchReport reads an mvm bench --json report.
-func readBenchReport(t *testing.T, path string) *bench.Report {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := bench.ReadJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // benchRun runs mvm bench with args plus --json (returned as the report)
 // and --console-dir; each boot gets at most runTimeout, so that a hung
 // boot is reported as a failed run instead of ending the test. The
@@ -49,7 +34,10 @@ func benchRun(t *testing.T, timeout, runTimeout time.Duration, args ...string) (
 	args = append([]string{"bench"}, args...)
 	args = append(args, "--json", js, "--console-dir", con, "--timeout", runTimeout.String())
 	r := mvm(t, timeout, args...)
-	rep := readBenchReport(t, js)
+	rep, err := bench.ReadJSONFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logWall(t, rep)
 	for _, f := range rep.Analysis.Failed {
 		logs, _ := filepath.Glob(filepath.Join(con, "run-"+fmt.Sprintf("%03d", f.Seq)+"-*.log"))

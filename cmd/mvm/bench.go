@@ -366,14 +366,9 @@ func benchFrom(cmd *cobra.Command, f *benchFlags, opt bench.Options) error {
 	if len(given) > 0 {
 		return usageError{fmt.Errorf("--from re-analyses saved runs without booting: %s would have no effect", strings.Join(given, ", "))}
 	}
-	fh, err := os.Open(f.from)
+	rep, err := bench.ReadJSONFile(f.from)
 	if err != nil {
 		return usageError{fmt.Errorf("--from: %w", err)}
-	}
-	defer fh.Close()
-	rep, err := bench.ReadJSON(fh)
-	if err != nil {
-		return usageError{fmt.Errorf("--from %s: %w", f.from, err)}
 	}
 	if err := rep.Reanalyze(opt); err != nil {
 		return usageError{fmt.Errorf("--from %s: %w", f.from, err)}

@@ -163,20 +163,6 @@ func benchIn(t *testing.T, args ...string) (string, int) {
 	return out.String(), code
 }
 
-func readReport(t *testing.T, path string) *bench.Report {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := bench.ReadJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func kernelFile(t *testing.T, name string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -198,7 +184,7 @@ func TestBenchAA(t *testing.T) {
 		t.Fatalf("A/A exit status %d\n%s", code, out)
 	}
 	t.Logf("\n%s", out)
-	r := readReport(t, js)
+	r := mustReadReport(t, js)
 	if len(r.Runs) != 10 || len(r.Analysis.Regressions) != 0 || len(r.Analysis.Failed) != 0 {
 		t.Errorf("%d runs, regressions %+v, failed %+v", len(r.Runs), r.Analysis.Regressions, r.Analysis.Failed)
 	}
@@ -237,7 +223,7 @@ func TestBenchABRegression(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit status %d, want 1 (regression)", code)
 	}
-	r := readReport(t, js)
+	r := mustReadReport(t, js)
 	for _, p := range []string{vmm.PhaseKernelToUser, vmm.PhaseTotal} {
 		c, _ := r.Analysis.Cell(1, "slow", p)
 		if c.Delta == nil || !c.Delta.Regression || c.Delta.Pct < 10 {
@@ -300,7 +286,7 @@ func TestBenchCPUsAndFormats(t *testing.T) {
 	if strings.Contains(out, "cpus=1/variant=A/phase=secondaries") {
 		t.Error("secondaries at 1 vCPU")
 	}
-	r := readReport(t, filepath.Join(dir, "r.json"))
+	r := mustReadReport(t, filepath.Join(dir, "r.json"))
 	for _, run := range r.Runs {
 		if strings.Contains(strings.Join(run.Args, " "), "quiet") {
 			t.Errorf("--verbose-console run has quiet: %q", run.Args)
@@ -331,7 +317,7 @@ func TestBenchFailedRuns(t *testing.T) {
 	if code != benchExitRunsFailed {
 		t.Errorf("exit status %d, want %d", code, benchExitRunsFailed)
 	}
-	r := readReport(t, js)
+	r := mustReadReport(t, js)
 	if len(r.Runs) != 8 {
 		t.Fatalf("%d runs, want 8: the bench must go on after failures", len(r.Runs))
 	}
@@ -433,4 +419,13 @@ func TestBenchInterrupt(t *testing.T) {
 	if !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
+}
+
+func mustReadReport(t *testing.T, path string) *bench.Report {
+	t.Helper()
+	r, err := bench.ReadJSONFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
