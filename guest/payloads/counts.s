@@ -85,15 +85,6 @@
 	.equ S_LATE,    64
 	.equ S_DONE,    72
 
-// PRINT "text": print a constant string (vCPU 0 only).
-	.macro PRINT s
-	.pushsection .text, 1           // strings after the code, in the image
-.Lstr\@: .asciz "\s"
-	.popsection
-	adr	x1, .Lstr\@
-	bl	puts
-	.endm
-
 // FIELD "name ", field: print " name " and the slot field at x20 + field.
 	.macro FIELD s, f
 	PRINT	"\s"

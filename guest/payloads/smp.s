@@ -45,15 +45,6 @@
 
 	.equ AFF_OFF,   1                   // AFFINITY_INFO: 0 ON, 1 OFF, 2 ON_PENDING
 
-// PRINT "text": print a constant string through puts.
-	.macro PRINT s
-	.pushsection .rodata, "a"
-.Lstr\@: .asciz "\s"
-	.popsection
-	adr	x1, .Lstr\@
-	bl	puts
-	.endm
-
 // PSCI fid: hvc #0 with X0 = fid (X1..X3 set by the caller); the result,
 // sign-extended from 32 bits as Linux's PSCI driver reads it, lands in dst.
 	.macro PSCI dst, fid
