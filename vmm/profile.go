@@ -29,12 +29,11 @@ type profile struct {
 
 	// Keys, registered before the recorders exist so Record never
 	// allocates or looks up strings on the hot path.
-	devKey    []exits.Key // MMIO by device index on the bus
-	unmapped  exits.Key
-	psciKey   map[uint32]exits.Key // hypercalls by function ID
-	otherHVC  exits.Key
-	sysKey    map[uint32]exits.Key // system events by type
-	reasonKey map[uint32]exits.Key // exits without a sub-reason
+	devKey   []exits.Key // MMIO by device index on the bus
+	unmapped exits.Key
+	psciKey  map[uint32]exits.Key // hypercalls by function ID
+	otherHVC exits.Key
+	sysKey   map[uint32]exits.Key // system events by type
 
 	enabled   bool
 	statsErr  error
@@ -54,7 +53,7 @@ func newProfile(log *slog.Logger, ncpu int, deviceNames []string) (*profile, err
 	p := &profile{
 		log: log, schema: exits.NewSchema(),
 		psciKey: map[uint32]exits.Key{},
-		sysKey:  map[uint32]exits.Key{}, reasonKey: map[uint32]exits.Key{},
+		sysKey:  map[uint32]exits.Key{},
 	}
 	var regErr error
 	reg := func(k exits.Kind, sub string) exits.Key {
@@ -77,9 +76,6 @@ func newProfile(log *slog.Logger, ncpu int, deviceNames []string) (*profile, err
 	for _, t := range []uint32{kvm.SystemEventShutdown, kvm.SystemEventReset, kvm.SystemEventCrash, kvm.SystemEventWakeup, kvm.SystemEventSuspend} {
 		p.sysKey[t] = reg(exits.KindSystemEvent, exits.SystemEventName(t))
 	}
-	for _, r := range []uint32{kvm.ExitIntr, kvm.ExitFailEntry, kvm.ExitInternalError} {
-		p.reasonKey[r] = exits.KindKey(exits.KindOf(r))
-	}
 	if regErr != nil {
 		return nil, regErr
 	}
@@ -90,12 +86,13 @@ func newProfile(log *slog.Logger, ncpu int, deviceNames []string) (*profile, err
 }
 
 // record accounts one exit of vCPU id.
+// sub is the key the handler set, or -1 for exits without a sub-reason
+// (EINTR, failed entry, internal error, ...), which count under their
+// kind's bare key.
 func (p *profile) record(id int, reason uint32, sub int, d time.Duration) {
-	key := exits.KindKey(exits.KindOf(reason))
-	if sub >= 0 {
-		key = exits.Key(sub)
-	} else if k, ok := p.reasonKey[reason]; ok {
-		key = k
+	key := exits.Key(sub)
+	if sub < 0 {
+		key = exits.KindKey(exits.KindOf(reason))
 	}
 	p.rec[id].Record(key, d)
 }
@@ -272,6 +269,8 @@ func (p *profile) finish() *exits.Report {
 			p.traceStop()
 			<-p.traceDone
 		}
+		// Run drains a last time when stopped, but not when it failed
+		// early; an extra drain of empty rings costs nothing.
 		p.trace.Drain()
 		entries, exitN, _ := p.trace.Counts()
 		snap := p.trace.Aggregator().Snapshot()
