@@ -18,6 +18,11 @@ func newCapsCmd() *cobra.Command {
 		Long: `Probe /dev/kvm and report each capability mvm uses, whether the host has
 it, and what its absence disables. Works on any Linux host; arm64-only items
 show as unavailable elsewhere.`,
+		Example: `  # Can this host run mvm's guests with PSCI in userspace and tracepoints?
+  mvm caps
+
+  # The same as JSON, e.g. to gate a CI job on the SMCCC filter:
+  mvm caps --json | grep -A2 '"SMCCC filter"'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			caps := vmm.ProbeHost()
