@@ -8,6 +8,10 @@ GO        ?= go
 CACHE     ?= .cache/lab
 OUT       ?= out
 LAB_TIMEOUT ?= 25m
+# LAB_RUN=REGEX runs only the matching integration tests (go test -run syntax).
+LAB_RUN   ?= .
+# BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
+BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 CROSS     ?= aarch64-linux-gnu-
 
@@ -71,12 +75,12 @@ ifeq ($(NATIVE),yes)
 lab-test: $(LAB_FILES)
 	MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
 	MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
-	$(OUT)/arm64/integration.test -test.v -test.timeout $(LAB_TIMEOUT)
+	$(OUT)/arm64/integration.test -test.v -test.run '$(LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
 else
 lab-test: $(LAB_FILES) | lab-deps
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) \
 	  $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
-	  -run 'MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox /lab/integration.test -test.v -test.timeout $(LAB_TIMEOUT)'
+	  -run 'MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox /lab/integration.test -test.v -test.run "$(LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
 endif
 
 test: unit lab-test
@@ -109,13 +113,13 @@ bench: $(LAB_BENCH) | lab-deps
 ifeq ($(NATIVE),yes)
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
 	MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
-	  $(OUT)/arm64/integration.test -test.run '^$$' -test.bench 'CPUOn|LinuxBoot|ProfileOverhead' -test.benchtime $(BENCHTIME) -test.timeout 60m
+	  $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
 	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) \
 	  -run 'export MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
-	    /lab/integration.test -test.run "^$$" -test.bench "CPUOn|LinuxBoot|ProfileOverhead" -test.benchtime $(BENCHTIME) -test.timeout 60m'
+	    /lab/integration.test -test.run "^$$" -test.bench "$(BENCH_RUN)" -test.benchtime $(BENCHTIME) -test.timeout 60m'
 endif
 
 clean:
