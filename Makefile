@@ -22,6 +22,13 @@ NATIVE    := $(if $(and $(filter aarch64 arm64,$(HOST_ARCH)),$(wildcard /dev/kvm
 
 # Files the integration tests find through MVM_* environment variables.
 LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
+# QEMU for arm64 (qemu-system-aarch64 with its libraries, 70 MB, lab/fetch-qemu.sh),
+# the VMM that mvm profile's tests profile. It goes into the lab only when the
+# tests run need it (all of them, or a LAB_RUN that names QEMU): LAB_QEMU=yes|no
+# overrides. Natively the host's qemu-system-aarch64 is used.
+LAB_QEMU  ?= $(if $(or $(filter .,$(LAB_RUN)),$(findstring QEMU,$(LAB_RUN))),yes,no)
+QEMU_CPIO := $(CACHE)/qemu.cpio
+LAB_CPIO  := $(if $(filter yes,$(LAB_QEMU)),$(QEMU_CPIO))
 
 .PHONY: all build test unit vet lab-test demo bench lab-deps lab-fetch guest clean help
 
@@ -58,9 +65,11 @@ lab-deps:
 	@bash lab/host-deps.sh
 
 # Debian trixie's arm64 kernel and busybox, downloaded once into $(CACHE).
-lab-fetch: $(CACHE)/vmlinuz
+lab-fetch: $(CACHE)/vmlinuz $(QEMU_CPIO)
 $(CACHE)/vmlinuz $(CACHE)/busybox: | lab-deps
 	bash lab/fetch.sh $(CACHE)
+$(QEMU_CPIO): | lab-deps
+	bash lab/fetch-qemu.sh $(CACHE)
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
@@ -73,14 +82,14 @@ unit: vet | lab-deps
 # The integration tests, in the lab or natively.
 ifeq ($(NATIVE),yes)
 lab-test: $(LAB_FILES)
-	MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
+	MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
 	MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	$(OUT)/arm64/integration.test -test.v -test.run '$(LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
 else
-lab-test: $(LAB_FILES) | lab-deps
+lab-test: $(LAB_FILES) $(LAB_CPIO) | lab-deps
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) \
-	  $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
-	  -run 'MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox /lab/integration.test -test.v -test.run "$(LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
+	  $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(LAB_CPIO),-cpio $(f)) \
+	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox /lab/integration.test -test.v -test.run "$(LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
 endif
 
 test: unit lab-test

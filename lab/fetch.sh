@@ -14,32 +14,8 @@ if [[ -s $cache/vmlinuz && -s $cache/busybox ]]; then
 	exit 0
 fi
 
-# Reuse the Debian mirror the host already uses (deb822 or one-line format).
-mirror=$(grep -rhvE '^[[:space:]]*#' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
-	grep -oE 'https?://[^ ]+/debian/?( |$)' | grep -v -- '-security' | head -n1 | tr -d ' ' || true)
-mirror=${mirror:-http://deb.debian.org/debian}
-mirror=${mirror%/}
-
-apt=$cache/apt
-mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/deb"
-echo "deb [arch=arm64] $mirror trixie main" >"$apt/sources.list"
-opts=(
-	-o "Dir::Etc::SourceList=$apt/sources.list"
-	-o "Dir::Etc::SourceParts=/dev/null"
-	-o "Dir::State::Lists=$apt/lists"
-	-o "Dir::Cache=$apt/cache"
-	-o "Dir::State::status=/dev/null"
-	-o "APT::Architectures=arm64"
-	-o "APT::Architecture=arm64"
-	-o "Debug::NoLocking=1"
-)
-mkdir -p "$apt/cache/archives/partial"
-echo "lab: fetching the trixie arm64 package lists from $mirror" >&2
-apt-get -q "${opts[@]}" update >"$apt/update.log" 2>&1 && ! grep -q '^[WE]: Failed to fetch' "$apt/update.log" || {
-	cat "$apt/update.log" >&2
-	echo "lab: apt-get update for trixie arm64 failed (see above)" >&2
-	exit 1
-}
+. "$(dirname "$0")/apt.sh"
+lab_apt_update
 
 # The newest 6.12 cloud kernel image package that trixie lists.
 kpkg=$(apt-cache "${opts[@]}" pkgnames linux-image-6.12 2>/dev/null |
