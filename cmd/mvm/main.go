@@ -33,19 +33,26 @@ func main() {
 	if err == nil {
 		return
 	}
+	code, msg := exitStatus(err)
+	if msg != "" {
+		fmt.Fprintln(os.Stderr, "mvm:", msg)
+	}
+	os.Exit(code)
+}
+
+// exitStatus maps an error to mvm's exit status and its one-line message by
+// the error's type, never its text: an EINVAL from a KVM ioctl says
+// "invalid argument" too, and is not a bad command line.
+func exitStatus(err error) (int, string) {
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "mvm:", ee.msg)
-		}
-		os.Exit(ee.code)
+		return ee.code, ee.msg
 	}
-	fmt.Fprintln(os.Stderr, "mvm:", err)
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsageError(err) {
-		os.Exit(2)
+	if errors.As(err, &ue) {
+		return 2, err.Error()
 	}
-	os.Exit(1)
+	return 1, err.Error()
 }
 
 func newRootCmd(start time.Time) *cobra.Command {
@@ -61,21 +68,41 @@ serial console, services PSCI in userspace, and measures what the guest does.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
+		// With Args set, cobra leaves an unknown subcommand to it (and a
+		// runnable root prints the help) instead of returning an untyped
+		// error of its own.
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q (see 'mvm --help')", args[0])
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return errors.New(msg)
+		},
+		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see 'mvm %s --help')", err, c.Name())}
 	})
 	root.AddCommand(newRunCmd(start), newCapsCmd(), newVersionCmd(), newBenchCmd(start))
+	typeArgErrors(root)
 	return root
 }
 
-// isCobraUsageError recognises cobra's own argument errors.
-func isCobraUsageError(err error) bool {
-	s := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires ", "invalid argument"} {
-		if strings.Contains(s, p) {
-			return true
+// typeArgErrors makes the positional-argument checks of c and its
+// subcommands return usage errors: cobra's own are plain errors.
+func typeArgErrors(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usageError{err}
+			}
+			return nil
 		}
 	}
-	return false
+	for _, sub := range c.Commands() {
+		typeArgErrors(sub)
+	}
 }

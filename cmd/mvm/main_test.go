@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -312,4 +313,28 @@ func TestRunBadInput(t *testing.T) {
 			checkFailure(t, dir, mvm(t, dir, tt.args...), tt.code, tt.says...)
 		})
 	}
+}
+
+// Exit statuses follow error types, not error text: a KVM ioctl's EINVAL
+// reads "invalid argument" like a flag error does, and is not one.
+func TestExitStatusFollowsErrorType(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		code int
+	}{
+		{fmt.Errorf("KVM_CREATE_VM: %w", syscall.EINVAL), 1},
+		{errors.New(`unknown command "x" (invalid argument)`), 1},
+		{usageError{errors.New("--cpus 0: a VM needs at least 1 vCPU")}, 2},
+		{fmt.Errorf("variant B: %w", usageError{errors.New("--psci bogus")}), 2},
+		{&exitError{130, "stopped from the console (Ctrl-A x)"}, 130},
+	} {
+		if code, msg := exitStatus(tt.err); code != tt.code || msg != tt.err.Error() {
+			t.Errorf("exitStatus(%q) = %d, %q; want %d, the error's text", tt.err, code, msg, tt.code)
+		}
+	}
+	// The same through the binary: a kernel path that says "invalid
+	// argument" is a missing file (1), not a bad command line (2).
+	dir := t.TempDir()
+	missing := filepath.Join(t.TempDir(), "invalid argument")
+	checkFailure(t, dir, mvm(t, dir, "run", "--kernel", missing), 1, "does not exist")
 }
