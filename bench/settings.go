@@ -111,7 +111,10 @@ func ParseVariant(spec string) (VariantSpec, error) {
 	}
 	v := VariantSpec{Name: name}
 	if strings.TrimSpace(rest) == "" {
-		return v, nil
+		// A variant that overrides nothing is a copy of the baseline: most
+		// likely the keys were forgotten. An A/A run says so with a label.
+		return VariantSpec{}, fmt.Errorf("--variant %q: no KEY=VALUE given: use %s:KEY=VALUE,... (keys: %s; an A/A run: %s:label=again)",
+			spec, name, strings.Join(Keys(), ", "), name)
 	}
 	seen := map[string]bool{}
 	for _, seg := range strings.Split(rest, ",") {

@@ -19,8 +19,6 @@ func TestParseVariant(t *testing.T) {
 		spec string
 		want VariantSpec
 	}{
-		{"B", VariantSpec{Name: "B"}},
-		{"B:", VariantSpec{Name: "B"}},
 		{"B:kernel=Image.new", VariantSpec{"B", []Override{{"kernel", "Image.new"}}}},
 		{"A':cmdline-append=cpuhp.parallel=0,label=serial", VariantSpec{"A'", []Override{{"cmdline-append", "cpuhp.parallel=0"}, {"label", "serial"}}}},
 		// A command line keeps its commas; a known key after a comma starts a new pair.
@@ -55,6 +53,11 @@ func TestParseVariantErrors(t *testing.T) {
 		{"B:memory=1G,2G", `"2G" is not KEY=VALUE`},
 		{"B:kernel", `"kernel" is not KEY=VALUE`},
 		{"B:cpus=1,cpus=2", "given twice"},
+		// Failed before the fix: a name alone was taken as a variant that
+		// overrides nothing, a silent copy of the baseline.
+		{"B", "no KEY=VALUE given"},
+		{"B:", "no KEY=VALUE given"},
+		{"B: ", "no KEY=VALUE given"},
 		{strings.Repeat("x", 33), "longer than 32"},
 	}
 	for _, c := range cases {

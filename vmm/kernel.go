@@ -139,6 +139,15 @@ type bootPlan struct {
 	place  Placement
 }
 
+// CheckBoot checks what New checks before it touches KVM: the
+// configuration, the kernel and initrd files, and that they fit in RAM. A
+// tool that starts many VMs (mvm bench) calls it once for each
+// configuration before the first boot.
+func CheckBoot(cfg Config) error {
+	_, err := prepare(cfg)
+	return err
+}
+
 func prepare(cfg Config) (bootPlan, error) {
 	var p bootPlan
 	if err := cfg.Validate(); err != nil {

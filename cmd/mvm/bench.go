@@ -343,6 +343,9 @@ func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Repor
 			}
 		}
 	}
+	if err := checkVariants(vs, !f.verboseConsole, f.console, common); err != nil {
+		return nil, err
+	}
 	return &bench.Report{
 		Format: bench.ReportFormat,
 		Host:   hostInfo(),
@@ -351,6 +354,51 @@ func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Repor
 			CommonArgs: common, Variants: vs,
 		},
 	}, nil
+}
+
+// checkVariants checks, before the first boot, the whole mvm run command
+// line of every variant at every vCPU count the way mvm run would (a bad
+// value is a usage error), and each variant's kernel and initrd (a bad file
+// is an error): a mistake in variant C must not wait for A's and B's boots.
+func checkVariants(vs []bench.Variant, quiet bool, console string, common []string) error {
+	for _, v := range vs {
+		for _, cpus := range v.Settings.CPUs {
+			args := bench.RunArgs(v.Settings, cpus, quiet)[1:] // without "run"
+			args = append(append(args, "--console", console), common...)
+			err := checkRunArgs(args)
+			if err == nil {
+				continue
+			}
+			if len(vs) == 1 {
+				return err
+			}
+			var ue usageError
+			if errors.As(err, &ue) {
+				n := fmt.Sprintf("%d vCPU", cpus)
+				if cpus != 1 {
+					n += "s"
+				}
+				return usageError{fmt.Errorf("variant %s (%s): %w", v.Name, n, err)}
+			}
+			return fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+	}
+	return nil
+}
+
+// checkRunArgs checks an mvm run command line without booting it.
+func checkRunArgs(args []string) error {
+	var f runFlags
+	c := &cobra.Command{Use: "run"}
+	f.register(c)
+	if err := c.Flags().Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg, err := f.check(time.Now())
+	if err != nil {
+		return err
+	}
+	return vmm.CheckBoot(cfg)
 }
 
 // benchFrom re-analyses a saved report (--from).

@@ -146,16 +146,8 @@ func benchIn(t *testing.T, args ...string) (string, int) {
 	root.SetArgs(args)
 	err := root.Execute()
 	code := 0
-	var ee *exitError
-	var ue usageError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.code
-	case errors.As(err, &ue) || isCobraUsageError(err):
-		code = 2
-	default:
-		code = 1
+	if err != nil {
+		code, _ = exitStatus(err)
 	}
 	if err != nil {
 		t.Logf("mvm %s: %v", strings.Join(args, " "), err)
@@ -166,7 +158,9 @@ func benchIn(t *testing.T, args ...string) (string, int) {
 func kernelFile(t *testing.T, name string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte("fake"), 0o644); err != nil {
+	// A real flat arm64 binary: mvm bench checks each kernel before the
+	// first boot; the fake runs go by the file's name.
+	if err := os.WriteFile(p, arm64Payload(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -178,7 +172,7 @@ func TestBenchAA(t *testing.T) {
 	// The fake's phases are synthetic; process_wall and process_cpu are
 	// real and, for processes of a few ms on a busy host, noisy enough to
 	// separate by chance: the regression check leaves them out.
-	out, code := benchIn(t, "bench", "--kernel", k, "--runs", "5", "--warmup", "0", "--variant", "A2",
+	out, code := benchIn(t, "bench", "--kernel", k, "--runs", "5", "--warmup", "0", "--variant", "A2:label=again",
 		"--fail-on-regression", "10", "--phases", "vmm_setup,kernel_to_user,total", "--json", js)
 	if code != 0 {
 		t.Fatalf("A/A exit status %d\n%s", code, out)
@@ -375,7 +369,7 @@ func TestBenchBadInput(t *testing.T) {
 		root.SetArgs(append([]string{"bench"}, c.args...))
 		err := root.Execute()
 		var ue usageError
-		if err == nil || !(errors.As(err, &ue) || isCobraUsageError(err)) || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("mvm bench %s: error %v, want a usage error mentioning %q", strings.Join(c.args, " "), err, c.want)
 		}
 	}
@@ -428,4 +422,55 @@ func mustReadReport(t *testing.T, path string) *bench.Report {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestBenchChecksVariantsBeforeBooting: every variant's whole mvm run
+// configuration is checked once before the first boot. Before the fix
+// these benches booted every run (the fake boots here all succeed) and
+// found the mistake only in each run's child, or never.
+func TestBenchChecksVariantsBeforeBooting(t *testing.T) {
+	k := kernelFile(t, "Image")
+	missing := filepath.Join(t.TempDir(), "missing")
+	text := filepath.Join(t.TempDir(), "notes")
+	if err := os.WriteFile(text, []byte("not a kernel\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--kernel", missing}, 1, missing + " does not exist"},
+		{[]string{"--kernel", k, "--variant", "B:kernel=" + missing}, 1, "variant B: kernel " + missing + " does not exist"},
+		{[]string{"--kernel", k, "--variant", "B:kernel=" + text}, 1, "variant B: kernel " + text + " is a text file"},
+		{[]string{"--kernel", k, "--variant", "B:initrd=" + missing}, 1, "variant B: initrd " + missing + " does not exist"},
+		{[]string{"--kernel", k, "--variant", "B:memory=1M"}, 2, "variant B (1 vCPU): --memory 1M is too small"},
+		{[]string{"--kernel", k, "--on-reset", "bogus"}, 2, "--on-reset"},
+		{[]string{"--kernel", k, "--profile-format", "xml"}, 2, "--profile-format"},
+		{[]string{"--kernel", k, "--profile-out", "p.txt"}, 2, "need --profile"},
+		{[]string{"--kernel", k, "--profile", "--profile-sources", "ebpf"}, 2, "--profile-sources"},
+		{[]string{"--kernel", k, "--variant", "B"}, 2, "no KEY=VALUE given"},
+	}
+	fakeChildren(t)
+	for _, c := range cases {
+		root := newRootCmd(time.Now())
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(append([]string{"bench", "--runs", "2", "--warmup", "0"}, c.args...))
+		err := root.Execute()
+		code := 0
+		if err != nil {
+			code, _ = exitStatus(err)
+		}
+		if code != c.code || err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("mvm bench %s: exit %d, error %v; want exit %d and one line mentioning %q",
+				strings.Join(c.args, " "), code, err, c.code, c.want)
+		}
+		if out.Len() != 0 {
+			t.Errorf("mvm bench %s booted and reported:\n%s", strings.Join(c.args, " "), out.String())
+		}
+	}
+	// The real binary: one line, exit 1, nothing left behind.
+	dir := t.TempDir()
+	checkFailure(t, dir, mvm(t, dir, "bench", "--kernel", k, "--variant", "B:kernel="+missing), 1, "variant B: kernel", "does not exist")
 }

@@ -150,15 +150,25 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
+// check turns the flags into the VM's configuration (without the console):
+// every usage error mvm run can find without touching files.
+func (f *runFlags) check(start time.Time) (vmm.Config, error) {
 	if f.kernel == "" {
-		return usageError{errors.New("--kernel is required: an arm64 Image or a flat binary (see 'mvm run --help')")}
+		return vmm.Config{}, usageError{errors.New("--kernel is required: an arm64 Image or a flat binary (see 'mvm run --help')")}
 	}
 	cfg, err := f.config(start)
 	if err != nil {
-		return err
+		return cfg, err
 	}
 	if cfg.Logger, err = newLogger(f.logLevel); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
+	cfg, err := f.check(start)
+	if err != nil {
 		return err
 	}
 
