@@ -99,3 +99,17 @@ func TestNoKVMAccess(t *testing.T) {
 	r := mvmCmd(t, 30*time.Second, asNobody, "run", "--kernel", k)
 	oneLineError(t, r, 1, "/dev/kvm")
 }
+
+// TestConsoleFileNotCreatable: a --console file that cannot be created
+// stops mvm before the guest starts (exit 1, one line). Before the fix the
+// guest ran to its power-off with its console lost and mvm exited 0.
+func TestConsoleFileNotCreatable(t *testing.T) {
+	dir := t.TempDir()
+	res := filepath.Join(dir, "result.json")
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "hello.bin"),
+		"--console", "file:"+filepath.Join(dir, "missing-dir", "console.log"), "--result-json", res)
+	oneLineError(t, r, 1, "--console file:")
+	if _, err := os.Stat(res); err == nil {
+		t.Error("the guest ran: --result-json was written")
+	}
+}

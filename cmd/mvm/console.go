@@ -14,8 +14,20 @@ import (
 type console struct {
 	out     io.Writer
 	in      io.Reader
+	file    *lazyFile // file:PATH
 	closeFn func()
 	once    sync.Once
+}
+
+// create makes the file of a file:PATH console. Called once the VM is
+// built and before it runs: a run that fails earlier leaves no file behind,
+// and a file that cannot be created stops mvm before the guest starts
+// instead of losing its console silently.
+func (c *console) create() error {
+	if c.file == nil {
+		return nil
+	}
+	return c.file.create()
 }
 
 // Close restores the terminal / closes the file; safe to call twice.
@@ -39,7 +51,7 @@ func openConsole(spec string, quit func(error)) (*console, error) {
 			return nil, usageError{fmt.Errorf("--console file: needs a path, e.g. file:console.log")}
 		}
 		lf := &lazyFile{path: path}
-		return &console{out: lf, closeFn: lf.close}, nil
+		return &console{out: lf, file: lf, closeFn: lf.close}, nil
 	case spec == "stdio":
 		c := &console{out: os.Stdout}
 		fd := int(os.Stdin.Fd())
@@ -116,8 +128,8 @@ func (e *escapeReader) filter(in []byte) {
 	}
 }
 
-// lazyFile creates its file on the first write, so a run that fails before
-// the guest prints anything leaves no file behind.
+// lazyFile is a console file created only when create is called (or at the
+// first write), so a run that fails before the guest starts leaves none.
 type lazyFile struct {
 	path string
 	mu   sync.Mutex
@@ -125,14 +137,26 @@ type lazyFile struct {
 	err  error
 }
 
+func (l *lazyFile) create() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.createLocked()
+}
+
+func (l *lazyFile) createLocked() error {
+	if l.f == nil && l.err == nil {
+		if l.f, l.err = os.Create(l.path); l.err != nil {
+			l.err = fmt.Errorf("--console file:%s: %w", l.path, l.err)
+		}
+	}
+	return l.err
+}
+
 func (l *lazyFile) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil && l.err == nil {
-		l.f, l.err = os.Create(l.path)
-	}
-	if l.err != nil {
-		return 0, fmt.Errorf("--console: %w", l.err)
+	if err := l.createLocked(); err != nil {
+		return 0, err
 	}
 	return l.f.Write(p)
 }

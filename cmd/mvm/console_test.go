@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/iotest"
@@ -158,5 +161,39 @@ func TestExitFor(t *testing.T) {
 	}
 	if e := exitFor(vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGTERM}).(*exitError); e.code != 143 {
 		t.Errorf("SIGTERM exit %d, want 143", e.code)
+	}
+}
+
+// A file:PATH console is created by create(), before the guest starts; one
+// that cannot be created fails there with one line naming the flag. Before
+// the fix the file was made at the guest's first write and an error there
+// only stopped the UART's output: the guest ran without a console.
+func TestConsoleFileCreatedBeforeTheGuest(t *testing.T) {
+	dir := t.TempDir()
+	ok := filepath.Join(dir, "console.log")
+	c, err := openConsole("file:"+ok, func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ok); err == nil {
+		t.Error("openConsole created the file: a run failing before the guest starts would leave it behind")
+	}
+	if err := c.create(); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	c.Close()
+	if st, err := os.Stat(ok); err != nil || st.Size() != 0 {
+		t.Errorf("after create: %v, %v; want an empty file", st, err)
+	}
+
+	bad := filepath.Join(dir, "no-such-dir", "console.log")
+	c, err = openConsole("file:"+bad, func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = c.create()
+	if err == nil || !strings.Contains(err.Error(), "--console file:"+bad) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("create of %s: %v; want one line naming --console and the path", bad, err)
 	}
 }

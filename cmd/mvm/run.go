@@ -195,6 +195,9 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 		return err
 	}
 	defer m.Close()
+	if err := con.create(); err != nil {
+		return err
+	}
 	res, err := m.Run(ctx)
 	con.Close() // restore the terminal before printing anything
 	if err != nil {
