@@ -33,6 +33,8 @@ type DeviceTree struct {
 	// VirtioMMIO are virtio-mmio transports, in the order their nodes
 	// appear in the tree.
 	VirtioMMIO []VirtioNode
+	// RTC is the PL031 real-time clock; a zero Size means none.
+	RTC RTCNode
 	// BootArgs is the kernel command line (/chosen bootargs).
 	BootArgs string
 	// InitrdStart and InitrdEnd bound the initrd in guest-physical memory,
@@ -54,6 +56,14 @@ type UARTNode struct {
 	ClockHz uint32
 }
 
+// RTCNode is an Arm PL031 real-time clock, an AMBA PrimeCell: Linux's AMBA
+// bus reads its id registers only once it can enable the clock named
+// apb_pclk, so the tree also holds a fixed-clock node for it.
+type RTCNode struct {
+	Base, Size uint64
+	SPI        uint32 // INTID - 32; level triggered
+}
+
 // VirtioNode is a virtio-mmio transport ("virtio,mmio" binding). Its
 // interrupt is edge triggered: mvm signals it through an irqfd.
 type VirtioNode struct {
@@ -67,6 +77,11 @@ const (
 	// target of the root's interrupt-parent (Devicetree spec v0.4 2.3.3,
 	// 2.4.1).
 	dtGICPhandle = 1
+	// dtAPBClockPhandle is the fixed clock the PL031 names as apb_pclk.
+	dtAPBClockPhandle = 2
+	// dtAPBClockHz is that clock's rate. The PL031 counts seconds from
+	// its own 1 Hz input; Linux only needs the bus clock to exist.
+	dtAPBClockHz = 24_000_000
 	// Interrupt specifier cells of the arm,gic-v3 binding: type (0 SPI,
 	// 1 PPI), number within the type, flags. Flags bits [3:0] are the
 	// Linux IRQ_TYPE_* trigger; bits [15:8] are a CPU mask that only
@@ -77,6 +92,9 @@ const (
 	dtIRQLevelHigh  = 4
 	// dtMaxSPI is the largest SPI number: INTIDs 32..1019 are SPIs.
 	dtMaxSPI = 1019 - 32
+	// dtPrimeCellSize is the smallest PrimeCell region: Linux reads the
+	// ids in its last 32 bytes (amba_read_periphid), at 0xFE0 for 4 KiB.
+	dtPrimeCellSize = 0x1000
 	// dtUARTClockHz is the default ns16550a input clock.
 	dtUARTClockHz = 1843200
 	// dtGICDistSize and dtGICRedistPerCPU are fixed by the GICv3
@@ -102,8 +120,8 @@ const (
 // nodes Linux's generic arm64 "virt" platform needs: the root
 // (compatible "linux,dummy-virt", 2 address and 2 size cells, interrupt
 // parent the GIC), /chosen, /memory, /cpus with one cpu node per vCPU
-// (enable-method "psci"), /psci, the GICv3, the architected timer, the UART
-// and the virtio-mmio transports.
+// (enable-method "psci"), /psci, the GICv3, the architected timer, the UART,
+// the PL031 RTC with its clock and the virtio-mmio transports.
 func (d *DeviceTree) Build() ([]byte, error) {
 	if d == nil {
 		return nil, fmt.Errorf("device tree: no description (nil *DeviceTree)")
@@ -221,6 +239,26 @@ func (d *DeviceTree) Build() ([]byte, error) {
 		b.EndNode()
 	}
 
+	// The PL031 (bindings/rtc/arm,pl031.yaml, an arm,primecell device)
+	// and its APB clock (bindings/clock/fixed-clock.yaml). Without the
+	// clock Linux never reads the PrimeCell ids and the RTC never probes.
+	if r := d.RTC; r.Size != 0 {
+		b.BeginNode("apb-pclk")
+		b.PropString("compatible", "fixed-clock")
+		b.PropU32("#clock-cells", 0)
+		b.PropU32("clock-frequency", dtAPBClockHz)
+		b.PropString("clock-output-names", "clk24mhz")
+		b.PropU32("phandle", dtAPBClockPhandle)
+		b.EndNode()
+		b.BeginNode(fmt.Sprintf("rtc@%x", r.Base))
+		b.PropStrings("compatible", "arm,pl031", "arm,primecell")
+		b.PropU64s("reg", r.Base, r.Size)
+		b.PropCells("interrupts", dtIRQTypeSPI, r.SPI, dtIRQLevelHigh)
+		b.PropU32("clocks", dtAPBClockPhandle)
+		b.PropString("clock-names", "apb_pclk")
+		b.EndNode()
+	}
+
 	// virtio-mmio transports (bindings/virtio/mmio.yaml). dma-coherent
 	// (spec 2.3.10): guest RAM is ordinary cacheable memory to the VMM.
 	for _, v := range d.VirtioMMIO {
@@ -330,6 +368,17 @@ func (d *DeviceTree) validate() error {
 			return err
 		}
 		if err := addSPI("UART", d.UART.SPI); err != nil {
+			return err
+		}
+	}
+	if d.RTC.Size != 0 {
+		if d.RTC.Size < dtPrimeCellSize {
+			return fmt.Errorf("RTC region is %#x bytes; a PrimeCell's id registers end at offset 0xfff, so it needs %#x", d.RTC.Size, dtPrimeCellSize)
+		}
+		if err := addRange("RTC", Region{d.RTC.Base, d.RTC.Size}); err != nil {
+			return err
+		}
+		if err := addSPI("RTC", d.RTC.SPI); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,8 @@ const (
 	UARTSize      = 0x1000
 	MarkerBase    = 0x0901_0000
 	MarkerSize    = 0x1000
+	RTCBase       = 0x0902_0000 // PL031
+	RTCSize       = 0x1000      // one PrimeCell: ids at 0xFE0-0xFFC
 	GICRedistBase = 0x1000_0000
 	GICRedistSize = 0x2_0000 // per vCPU: RD_base + SGI_base frames, 128 KiB
 	VirtioBase    = 0xd000_0000
@@ -30,6 +32,7 @@ const (
 
 	// Interrupts. SPI numbers are INTID-32 (GICv3 spec, 2.2).
 	UARTSPI  = 1 // INTID 33
+	RTCSPI   = 2 // INTID 34
 	NrIRQs   = 128
 	SPIFirst = 32
 )

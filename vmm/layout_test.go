@@ -51,6 +51,7 @@ func TestRAMRegionsAvoidDevices(t *testing.T) {
 		"GIC distributor":    {GICDistBase, GICDistSize},
 		"UART":               {UARTBase, UARTSize},
 		"marker":             {MarkerBase, MarkerSize},
+		"RTC":                {RTCBase, RTCSize},
 		"GIC redistributors": {GICRedistBase, MaxCPUs * GICRedistSize},
 		// hype's virtio-mmio bus: 4 KiB per device from 0xd000_0000.
 		"virtio-mmio": {VirtioBase, 256 * 0x1000},

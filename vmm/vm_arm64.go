@@ -40,6 +40,7 @@ type VM struct {
 	bus     devices.Bus
 	uart    *devices.UART
 	marker  *devices.Marker
+	rtc     *devices.PL031
 	watcher *consoleWatcher
 
 	cpus    []*cpuThread
@@ -333,7 +334,16 @@ func (m *VM) createDevices() error {
 		}
 		m.mu.Unlock()
 	})
+	// The PL031's line is level-triggered: KVM_IRQ_LINE follows it.
+	m.rtc = devices.NewPL031(devices.HostClock{}, func(level bool) {
+		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+RTCSPI, level); err != nil {
+			m.log.Warn("raise RTC interrupt", "err", err)
+		}
+	})
 	if err := m.bus.Add(UARTBase, UARTSize, m.uart); err != nil {
+		return err
+	}
+	if err := m.bus.Add(RTCBase, RTCSize, m.rtc); err != nil {
 		return err
 	}
 	return m.bus.Add(MarkerBase, MarkerSize, m.marker)
@@ -346,6 +356,7 @@ func (m *VM) deviceTree() ([]byte, error) {
 		GICDist:    Region{GICDistBase, GICDistSize},
 		GICRedist:  Region{GICRedistBase, GICRedistSize * uint64(len(m.cpus))},
 		UART:       UARTNode{Base: UARTBase, Size: UARTSize, SPI: UARTSPI, ClockHz: 1843200},
+		RTC:        RTCNode{Base: RTCBase, Size: RTCSize, SPI: RTCSPI},
 		BootArgs:   m.cfg.Cmdline,
 	}
 	for _, t := range m.cpus {
@@ -532,6 +543,7 @@ func (m *VM) reboot() error {
 		m.pm.Reset()
 	}
 	m.marker.Reset()
+	m.rtc.Reset()
 	m.watcher.reset()
 	m.mu.Lock()
 	m.timeline.FirstRun = time.Time{}
@@ -589,6 +601,9 @@ func (m *VM) Close() error {
 		<-t.gone
 	}
 	m.cpus = nil
+	if m.rtc != nil {
+		m.rtc.Close()
+	}
 	m.prof.close()
 	if m.metrics != nil {
 		m.metrics.stop()

@@ -120,8 +120,9 @@ func newRunCmd(start time.Time) *cobra.Command {
 
 The guest gets --cpus vCPUs (one thread each), --memory of RAM at 1 GiB
 guest-physical, an in-kernel GICv3, the architected timer, a 16550 UART at
-0x09000000 (console=ttyS0) and a device tree describing exactly that, passed
-in X0. PSCI (CPU_ON, CPU_OFF, SYSTEM_OFF, ...) is answered by mvm itself when
+0x09000000 (console=ttyS0), a PL031 real-time clock at 0x09020000 that reads
+the host's wall clock (so the guest's date is right at boot) and a device
+tree describing exactly that, passed in X0. PSCI (CPU_ON, CPU_OFF, SYSTEM_OFF, ...) is answered by mvm itself when
 the host kernel allows it (Linux 6.4+), else by KVM.
 
 Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
