@@ -2,12 +2,13 @@ package bench
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"slices"
 	"text/tabwriter"
+
+	"github.com/mvm-dev/mvm/exits"
 )
 
 // ProfileDiff is one exit reason compared between a variant and the
@@ -25,18 +26,6 @@ type ProfileDiff struct {
 	VarNS     float64 `json:"variant_time_ns"`
 }
 
-// profileRows is the part of mvm's exit profile (exits.Report JSON) the
-// summary reads: the all-vCPU rows of each source.
-type profileRows struct {
-	Rows []struct {
-		Source string `json:"source"`
-		VCPU   string `json:"vcpu"`
-		Reason string `json:"reason"`
-		Count  uint64 `json:"count"`
-		TimeNS uint64 `json:"time_ns"`
-	} `json:"rows"`
-}
-
 type reasonKey struct{ source, reason string }
 
 type reasonSum struct {
@@ -50,16 +39,12 @@ func profileMeans(runs []Run, cpus int, variant string) (map[reasonKey]reasonSum
 	sums := map[reasonKey]reasonSum{}
 	n := 0
 	for _, r := range runs {
-		if !r.OK() || r.CPUs != cpus || r.Variant != variant || len(r.Profile) == 0 {
-			continue
-		}
-		var p profileRows
-		if json.Unmarshal(r.Profile, &p) != nil {
+		if !r.OK() || r.CPUs != cpus || r.Variant != variant || r.Profile == nil {
 			continue
 		}
 		n++
-		for _, row := range p.Rows {
-			if row.VCPU != "total" {
+		for _, row := range r.Profile.Rows {
+			if row.VCPU != exits.TotalVCPU {
 				continue
 			}
 			k := reasonKey{row.Source, row.Reason}

@@ -1,21 +1,15 @@
 package bench
 
 import (
-	"encoding/json"
 	"testing"
+
+	"github.com/mvm-dev/mvm/exits"
 )
 
-func profileJSON(t *testing.T, rows ...any) json.RawMessage {
-	t.Helper()
-	b, err := json.Marshal(map[string]any{"rows": rows})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+func profileOf(rows ...exits.Row) *exits.Report { return &exits.Report{Rows: rows} }
 
-func row(src, vcpu, reason string, count, ns uint64) map[string]any {
-	return map[string]any{"source": src, "vcpu": vcpu, "reason": reason, "count": count, "time_ns": ns}
+func row(src, vcpu, reason string, count, ns uint64) exits.Row {
+	return exits.Row{Source: src, VCPU: vcpu, Reason: reason, Count: count, TimeNS: ns}
 }
 
 func TestProfileDiffs(t *testing.T) {
@@ -23,8 +17,8 @@ func TestProfileDiffs(t *testing.T) {
 		Config:   Config{Variants: []Variant{{Name: "A"}, {Name: "B"}}},
 		Analysis: Analysis{Baseline: "A", Rows: []int{8}},
 	}
-	add := func(v string, rows ...any) {
-		r.Runs = append(r.Runs, Run{Variant: v, CPUs: 8, Status: StatusOK, Profile: profileJSON(t, rows...)})
+	add := func(v string, rows ...exits.Row) {
+		r.Runs = append(r.Runs, Run{Variant: v, CPUs: 8, Status: StatusOK, Profile: profileOf(rows...)})
 	}
 	// A: 100 and 300 WFx per run (mean 200), B: 400 both times. HVC64 is
 	// the same on both sides; SYS64 only appears in B; per-vCPU rows and

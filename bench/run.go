@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -52,31 +53,27 @@ type Run struct {
 	PhasesNS map[string]int64 `json:"phases_ns,omitempty"`
 	// Summary is mvm run --result-json's output, as mvm wrote it.
 	Summary *vmm.Summary `json:"summary,omitempty"`
-	// Profile is reserved for the run's KVM exit profile (mvm run
-	// --profile, being added separately): the "profile" member of the
-	// result JSON is kept here verbatim so that the report can summarise
-	// it per variant once its format is settled.
-	Profile json.RawMessage `json:"profile,omitempty"`
+	// Profile is the run's exit profile (mvm run --profile), the
+	// "profile" member of its result JSON.
+	Profile *exits.Report `json:"profile,omitempty"`
 }
 
 // OK reports whether the run enters the statistics.
 func (r Run) OK() bool { return r.Status == StatusOK && !r.Warmup }
 
-// ParseResult decodes mvm run --result-json output: the vmm.Summary and,
-// verbatim, an optional "profile" member.
-func ParseResult(data []byte) (*vmm.Summary, json.RawMessage, error) {
-	var doc struct {
-		vmm.Summary
-		Profile json.RawMessage `json:"profile"`
-	}
-	if err := json.Unmarshal(data, &doc); err != nil {
+// ParseResult decodes mvm run --result-json output: the vmm.Summary and its
+// optional exit profile, which it moves out of the summary.
+func ParseResult(data []byte) (*vmm.Summary, *exits.Report, error) {
+	var s vmm.Summary
+	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, nil, fmt.Errorf("decode mvm run result: %w", err)
 	}
-	if doc.PhasesNS == nil {
+	if s.PhasesNS == nil {
 		return nil, nil, fmt.Errorf("decode mvm run result: no phases_ns member (not a --result-json file?)")
 	}
-	s := doc.Summary
-	return &s, doc.Profile, nil
+	prof := s.Profile
+	s.Profile = nil
+	return &s, prof, nil
 }
 
 // Phases returns a run's phases: vmm's own (summary.phases_ns) and those

@@ -217,13 +217,13 @@ func TestPhasesFromSummary(t *testing.T) {
 		"cpu_on_ns":[-1,110,120],"entered_ns":[10,115,160],"marks":[{"code":65,"at_ns":410}],
 		"console_marks_ns":{"smp":180,"init":300,"never":-1},
 		"memory":{"rss_bytes":1,"guest_resident_bytes":1,"overhead_bytes":0},"unmapped_accesses":0,
-		"profile":{"exits":{"MMIO":3}}}`)
+		"profile":{"sources":[],"rows":[{"source":"userspace","vcpu":"total","reason":"MMIO/uart","count":3}]}}`)
 	sum, prof, err := ParseResult(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(prof) != `{"exits":{"MMIO":3}}` {
-		t.Errorf("profile %s", prof)
+	if prof == nil || len(prof.Rows) != 1 || prof.Rows[0].Reason != "MMIO/uart" || prof.Rows[0].Count != 3 || sum.Profile != nil {
+		t.Errorf("profile %+v, summary's %+v", prof, sum.Profile)
 	}
 	p := Phases(sum)
 	want := map[string]int64{

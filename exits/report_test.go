@@ -1,4 +1,4 @@
-package exits
+package exits_test
 
 import (
 	"bytes"
@@ -6,121 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/exitstest"
+	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/exits/tracepoint"
+	"github.com/mvm-dev/mvm/exits/userspace"
 )
-
-// syntheticReport builds a small two-vCPU arm64 report from every source.
-func syntheticReport(t testing.TB, perVCPU bool) *Report {
-	s := NewSchema()
-	uart, _ := s.Register(KindMMIO, "uart")
-	cpuOn, _ := s.Register(KindHypercall, "CPU_ON")
-	off, _ := s.Register(KindHypercall, "SYSTEM_OFF")
-	r0, r1 := s.NewRecorder(0), s.NewRecorder(1)
-	for i := 0; i < 3; i++ {
-		r0.Record(uart, 2*time.Microsecond)
-	}
-	r0.Record(cpuOn, 10*time.Microsecond)
-	r0.Record(off, 4*time.Microsecond)
-	r1.Record(uart, 6*time.Microsecond)
-	r1.Record(KindKey(KindIntr), 1*time.Microsecond)
-
-	a := NewTraceAggregator(Arm64Namer{})
-	a.SetVCPU(100, 0)
-	a.SetVCPU(101, 1)
-	a.Add([]TraceEvent{
-		entry(100, 0, 1000), exitEv(100, 0, 3000, 2, 0x24), entry(100, 0, 3500),
-		exitEv(100, 0, 4500, 2, 0x24), entry(100, 0, 5000),
-		exitEv(100, 0, 9000, 2, 0x16), entry(100, 0, 9100),
-		entry(101, 1, 2000), exitEv(101, 1, 8000, 0, 0), entry(101, 1, 8200),
-	})
-
-	ds := func(exits, waitNS uint64) []StatDelta {
-		blob := buildStats("kvm-1/vcpu-0", 48, vcpuStats(0, 0, 0, []uint64{0, 0}))
-		l, err := ParseStats(bytes.NewReader(blob))
-		if err != nil {
-			t.Fatal(err)
-		}
-		before, _ := l.Read(bytes.NewReader(blob))
-		after, _ := l.Read(bytes.NewReader(buildStats("kvm-1/vcpu-0", 48, vcpuStats(exits, 0, waitNS, []uint64{0, 1}))))
-		d, err := Delta(before, after)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	stats := append(StatRows("0", ds(4, 2500)), StatRows("1", ds(1, 0))...)
-	stats = append(stats, TotalStatRows(stats)...)
-
-	rep := &Report{DurationNS: 12_000, PerVCPU: perVCPU}
-	rep.AddUserspace([]RecorderSnapshot{r0.Snapshot(), r1.Snapshot()})
-	rep.AddKVMStats(stats)
-	rep.AddTracepoint(Arm64Namer{}, a.Snapshot())
-	return rep
-}
-
-func TestReportTable(t *testing.T) {
-	var buf bytes.Buffer
-	if err := syntheticReport(t, false).WriteTable(&buf); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	for _, want := range []string{
-		"Exit profile over 12µs",
-		"userspace   used",
-		"tracepoint  used",
-		"VM exits from tracepoints, all vCPUs (arm64)",
-		"Time = guest time before the exit, kvm_entry -> kvm_exit (perf kvm stat on arm64)",
-		"Userspace exits, all vCPUs.",
-		"KVM stats of all vCPUs (sum)",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
-	}
-	header := "Event name Samples Sample% Time (ns) Time% Mean Time (ns) Min (ns) Max (ns) Handle mean (ns)"
-	if n := strings.Count(strings.Join(strings.Fields(out), " "), header); n != 2 {
-		t.Errorf("%d table headers, want 2:\n%s", n, out)
-	}
-	if strings.Contains(out, " \n") {
-		t.Errorf("trailing blanks:\n%q", out)
-	}
-	if strings.Contains(out, "vCPU 1") {
-		t.Errorf("per-vCPU table without PerVCPU:\n%s", out)
-	}
-	// Sorted by samples: DABT_LOW (2) before HVC64 and IRQ (1 each).
-	if i, j := strings.Index(out, "DABT_LOW"), strings.Index(out, "HVC64"); i < 0 || j < i {
-		t.Errorf("not sorted by samples:\n%s", out)
-	}
-	// Userspace: MMIO/uart 4 of 7 samples.
-	if !strings.Contains(out, "MMIO/uart        4   57.14%") {
-		t.Errorf("uart row:\n%s", out)
-	}
-	if testing.Verbose() {
-		os.Stdout.WriteString(out)
-	}
-
-	buf.Reset()
-	rep := syntheticReport(t, true)
-	rep.SetSource(SourceTracepoint, "", errors.New("not root"))
-	if err := rep.WriteTable(&buf); err != nil {
-		t.Fatal(err)
-	}
-	out = buf.String()
-	for _, want := range []string{"Userspace exits, vCPU 0.", "Userspace exits, vCPU 1.", "KVM stats of vCPU 1", "tracepoint  unavailable  not root"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("per-vCPU table lacks %q:\n%s", want, out)
-		}
-	}
-	if testing.Verbose() {
-		os.Stdout.WriteString(out)
-	}
-}
 
 func TestReportJSON(t *testing.T) {
 	var buf bytes.Buffer
-	if err := syntheticReport(t, false).WriteJSON(&buf); err != nil {
+	if err := exitstest.Report().WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -148,7 +48,7 @@ func TestReportJSON(t *testing.T) {
 	}
 	var found bool
 	for _, r := range doc.Rows {
-		if r["source"] == SourceTracepoint && r["vcpu"] == TotalVCPU && r["reason"] == "DABT_LOW" {
+		if r["source"] == exits.SourceTracepoint && r["vcpu"] == exits.TotalVCPU && r["reason"] == "DABT_LOW" {
 			found = true
 			if r["count"] != 2.0 || r["time_ns"] != 3000.0 || r["handle_ns"] != 1000.0 {
 				t.Errorf("DABT_LOW total %v", r)
@@ -159,24 +59,38 @@ func TestReportJSON(t *testing.T) {
 		t.Error("no tracepoint total DABT_LOW row")
 	}
 	for _, s := range doc.KVM {
-		if s["source"] != SourceKVMStats {
+		if s["source"] != exits.SourceKVMStats {
 			t.Errorf("stat row source %v", s)
 		}
 	}
 
 	// An empty report is still valid JSON with empty lists.
 	buf.Reset()
-	if err := (&Report{}).WriteJSON(&buf); err != nil || !strings.Contains(buf.String(), `"rows": []`) {
+	if err := (&exits.Report{}).WriteJSON(&buf); err != nil || !strings.Contains(buf.String(), `"rows": []`) {
 		t.Errorf("empty report: %v %s", err, buf.String())
 	}
 }
 
-func TestReportWriteErrors(t *testing.T) {
-	rep := syntheticReport(t, true)
-	if err := rep.WriteTable(failWriter{}); err == nil {
-		t.Error("table write error lost")
+func TestReportJSONRoundTrip(t *testing.T) {
+	rep := exitstest.Report()
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
 	}
-	if err := rep.WriteJSON(failWriter{}); err == nil {
+	back, err := exits.ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rep, back) {
+		t.Errorf("round trip changed the report:\n%+v\n%+v", rep, back)
+	}
+	if _, err := exits.ReadJSON(strings.NewReader("{")); err == nil {
+		t.Error("truncated JSON accepted")
+	}
+}
+
+func TestReportWriteError(t *testing.T) {
+	if err := exitstest.Report().WriteJSON(failWriter{}); err == nil {
 		t.Error("JSON write error lost")
 	}
 }
@@ -199,31 +113,31 @@ func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full")
 // "used": false, "reason": "tracepoints unavailable: not root and no
 // CAP_PERFMON ..."}, and contributes no rows.
 func ExampleReport_WriteJSON() {
-	s := NewSchema()
-	uart, _ := s.Register(KindMMIO, "uart")
-	off, _ := s.Register(KindHypercall, "SYSTEM_OFF")
+	s := userspace.NewSchema()
+	uart, _ := s.Register(userspace.KindMMIO, "uart")
+	off, _ := s.Register(userspace.KindHypercall, "SYSTEM_OFF")
 	rec := s.NewRecorder(0)
 	rec.Record(uart, 1500*time.Nanosecond)
 	rec.Record(uart, 2500*time.Nanosecond)
 	rec.Record(off, 9000*time.Nanosecond)
 
-	agg := NewTraceAggregator(Arm64Namer{})
+	agg := tracepoint.NewAggregator(exits.Arm64Namer{})
 	agg.SetVCPU(4242, 0) // the vCPU thread's TID
-	agg.Add([]TraceEvent{
-		{Kind: TraceEntry, TID: 4242, Time: 1000},
-		{Kind: TraceExit, TID: 4242, Time: 5000, Code: Arm64ExceptionTrap, Sub: 0x24},
-		{Kind: TraceEntry, TID: 4242, Time: 5600},
-		{Kind: TraceExit, TID: 4242, Time: 6600, Code: Arm64ExceptionTrap, Sub: 0x24},
-		{Kind: TraceEntry, TID: 4242, Time: 7000},
+	agg.Add([]tracepoint.Event{
+		{Kind: tracepoint.EventEntry, TID: 4242, Time: 1000},
+		{Kind: tracepoint.EventExit, TID: 4242, Time: 5000, Code: exits.Arm64ExceptionTrap, Sub: 0x24},
+		{Kind: tracepoint.EventEntry, TID: 4242, Time: 5600},
+		{Kind: tracepoint.EventExit, TID: 4242, Time: 6600, Code: exits.Arm64ExceptionTrap, Sub: 0x24},
+		{Kind: tracepoint.EventEntry, TID: 4242, Time: 7000},
 	})
 
-	exitsDesc := StatDesc{Name: "exits", Size: 1}
-	stats := StatRows("0", []StatDelta{{Desc: exitsDesc, Values: []uint64{2}, After: []uint64{17}}})
+	exitsDesc := kvmstat.StatDesc{Name: "exits", Size: 1}
+	stats := kvmstat.Rows("0", []kvmstat.StatDelta{{Desc: exitsDesc, Values: []uint64{2}, After: []uint64{17}}})
 
-	rep := &Report{DurationNS: 20000}
-	rep.AddUserspace([]RecorderSnapshot{rec.Snapshot()})
-	rep.AddKVMStats(stats)
-	rep.AddTracepoint(Arm64Namer{}, agg.Snapshot())
+	rep := &exits.Report{DurationNS: 20000}
+	userspace.AddTo(rep, []userspace.RecorderSnapshot{rec.Snapshot()})
+	kvmstat.AddTo(rep, stats)
+	tracepoint.AddTo(rep, exits.Arm64Namer{}, agg.Snapshot())
 	if err := rep.WriteJSON(os.Stdout); err != nil {
 		fmt.Println(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/userspace"
 	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/vcpu"
 )
@@ -29,7 +29,7 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 		}
 	}
 	m.mu.Unlock()
-	m.prof.rec[v.ID].SetState(exits.StateRunning)
+	m.prof.rec[v.ID].SetState(userspace.StateRunning)
 	if m.pm != nil {
 		// The boot CPU is ON from the start; a secondary was ON_PENDING
 		// since its CPU_ON.

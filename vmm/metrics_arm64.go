@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/metrics"
 )
 
 // metricsServer serves the VM's Prometheus metrics while it runs.
@@ -32,10 +32,7 @@ func newMetricsServer(addr string, m *VM) (*metricsServer, error) {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	reg := prometheus.NewRegistry()
-	col := exits.NewCollector(exits.CollectorConfig{Recorders: m.prof.rec, KVMStats: m.prof.liveStats})
-	if m.prof.trace != nil {
-		col.SetTrace(m.prof.trace.Aggregator())
-	}
+	col := metrics.NewCollector(metrics.CollectorConfig{Recorders: m.prof.rec, KVMStats: m.prof.liveStats, Trace: m.prof.trace()})
 	if err := reg.Register(col); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("register exit metrics: %w", err)

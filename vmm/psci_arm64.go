@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/userspace"
 	"github.com/mvm-dev/mvm/psci"
 	"github.com/mvm-dev/mvm/vcpu"
 )
@@ -66,7 +66,7 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 			m.log.Error("CPU_ON: target already has a pending start", "target", r.Target)
 		}
 	case psci.ActionCPUOff:
-		m.prof.rec[v.ID].SetState(exits.StateOff)
+		m.prof.rec[v.ID].SetState(userspace.StateOff)
 		return vcpu.PowerOff
 	case psci.ActionSystemOff:
 		m.end(ExitPowerOff, nil)

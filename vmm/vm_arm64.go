@@ -45,7 +45,7 @@ type VM struct {
 
 	cpus    []*cpuThread
 	pm      *psci.Machine // PSCI user mode only
-	prof    *profile
+	prof    *vmProfile
 	metrics *metricsServer
 
 	unmappedSeen  sync.Map // guest address -> struct{}: log each once

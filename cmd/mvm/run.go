@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/render"
 	"github.com/mvm-dev/mvm/vcpu"
 	"github.com/mvm-dev/mvm/vmm"
 )
@@ -276,12 +277,11 @@ func writeProfile(f *runFlags, res vmm.Result) error {
 		defer out.Close()
 		w = out
 	}
-	res.Profile.PerVCPU = f.perVCPU
 	var err error
 	if f.profileFormat == "json" {
 		err = res.Profile.WriteJSON(w)
 	} else {
-		err = res.Profile.WriteTable(w)
+		err = render.Table(w, res.Profile, render.Options{PerVCPU: f.perVCPU})
 	}
 	if err != nil {
 		return fmt.Errorf("write the profile: %w", err)

@@ -1,4 +1,7 @@
-package exits
+// Package metrics exports mvm's exit numbers as Prometheus metrics: a
+// collector that reads the userspace recorders, the tracepoint aggregate
+// and fresh KVM stats at scrape time.
+package metrics
 
 import (
 	"cmp"
@@ -8,25 +11,23 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// LabeledStats is a fresh KVM stats snapshot with the vcpu label it is
-// exported under ("0", "1", ... or "vm").
-type LabeledStats struct {
-	VCPU     string
-	Snapshot *StatsSnapshot
-}
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/exits/tracepoint"
+	"github.com/mvm-dev/mvm/exits/userspace"
+)
 
 // CollectorConfig says where a Collector reads its numbers. Every field is
 // optional; nothing is read before a scrape.
 type CollectorConfig struct {
 	// Recorders are the vCPUs' userspace exit recorders.
-	Recorders []*Recorder
+	Recorders []*userspace.Recorder
 	// Trace is the tracepoint aggregate, when tracepoints are in use.
-	Trace *TraceAggregator
+	Trace *tracepoint.Aggregator
 	// KVMStats returns fresh KVM stats snapshots; it is called once per
 	// scrape. An error is reported as an invalid mvm_kvm_stat metric.
-	KVMStats func() ([]LabeledStats, error)
+	KVMStats func() ([]kvmstat.Labeled, error)
 }
 
 // Collector is a prometheus.Collector over exit numbers. It reads the
@@ -68,14 +69,14 @@ func NewCollector(cfg CollectorConfig) *Collector {
 }
 
 // AddRecorder adds a vCPU's recorder (for vCPUs created after the collector).
-func (c *Collector) AddRecorder(r *Recorder) {
+func (c *Collector) AddRecorder(r *userspace.Recorder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cfg.Recorders = append(c.cfg.Recorders, r)
 }
 
 // SetTrace sets the tracepoint aggregate (nil to stop exporting it).
-func (c *Collector) SetTrace(a *TraceAggregator) {
+func (c *Collector) SetTrace(a *tracepoint.Aggregator) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cfg.Trace = a
@@ -99,7 +100,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range cfg.Recorders {
 		snap := r.Snapshot()
 		vcpu := strconv.Itoa(snap.VCPU)
-		for _, st := range VCPUStates() {
+		for _, st := range userspace.VCPUStates() {
 			v := 0.0
 			if st == snap.State {
 				v = 1
@@ -107,9 +108,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			c.send(ch, c.state, prometheus.GaugeValue, v, vcpu, st.String())
 		}
 		for _, k := range snap.Keys {
-			c.send(ch, c.exits, prometheus.CounterValue, float64(k.Count), vcpu, SourceUserspace, k.Name)
+			c.send(ch, c.exits, prometheus.CounterValue, float64(k.Count), vcpu, exits.SourceUserspace, k.Name)
 			c.sendHistogram(ch, k, vcpu)
-			if k.Kind == KindHypercall {
+			if k.Kind == userspace.KindHypercall {
 				fn := k.Sub
 				if fn == "" {
 					fn = "unknown"
@@ -131,7 +132,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, v := range cfg.Trace.Snapshot() {
 			vcpu := strconv.Itoa(v.VCPU)
 			for _, s := range v.Reasons {
-				c.send(ch, c.exits, prometheus.CounterValue, float64(s.Count), vcpu, SourceTracepoint, s.Reason)
+				c.send(ch, c.exits, prometheus.CounterValue, float64(s.Count), vcpu, exits.SourceTracepoint, s.Reason)
 			}
 		}
 	}
@@ -141,13 +142,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *Collector) collectStats(ch chan<- prometheus.Metric, get func() ([]LabeledStats, error)) {
+func (c *Collector) collectStats(ch chan<- prometheus.Metric, get func() ([]kvmstat.Labeled, error)) {
 	sets, err := get()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.kvmStat, err)
 		return
 	}
-	slices.SortStableFunc(sets, func(a, b LabeledStats) int { return cmp.Compare(vcpuOrder(a.VCPU), vcpuOrder(b.VCPU)) })
+	slices.SortStableFunc(sets, func(a, b kvmstat.Labeled) int { return cmp.Compare(exits.VCPUOrder(a.VCPU), exits.VCPUOrder(b.VCPU)) })
 	seen := make(map[[2]string]bool)
 	for _, set := range sets {
 		if set.Snapshot == nil || set.Snapshot.Layout == nil {
@@ -181,16 +182,16 @@ func (c *Collector) send(ch chan<- prometheus.Metric, d *prometheus.Desc, t prom
 // sendHistogram exports a key's log2 buckets: bucket i holds durations
 // below 2^i ns, so its inclusive upper bound le is 2^i ns; the last, open
 // bucket is the implicit +Inf.
-func (c *Collector) sendHistogram(ch chan<- prometheus.Metric, k KeyStats, vcpu string) {
-	buckets := make(map[float64]uint64, NumBuckets-1)
+func (c *Collector) sendHistogram(ch chan<- prometheus.Metric, k userspace.KeyStats, vcpu string) {
+	buckets := make(map[float64]uint64, userspace.NumBuckets-1)
 	var cum uint64
-	for i := 0; i < NumBuckets-1; i++ {
+	for i := 0; i < userspace.NumBuckets-1; i++ {
 		cum += k.Buckets[i]
 		buckets[math.Ldexp(1, i)/1e9] = cum
 	}
 	// The count is the buckets' total rather than k.Count so that a scrape
 	// racing with Record still exports a consistent histogram.
-	cum += k.Buckets[NumBuckets-1]
+	cum += k.Buckets[userspace.NumBuckets-1]
 	m, err := prometheus.NewConstHistogram(c.handle, cum, float64(k.SumNS)/1e9, buckets, vcpu, k.Name)
 	if err != nil {
 		m = prometheus.NewInvalidMetric(c.handle, err)

@@ -1,4 +1,4 @@
-package exits
+package kvmstat
 
 import (
 	"bytes"
@@ -415,10 +415,10 @@ func (d StatDelta) Sum() uint64 {
 // must come from the same layout (the same stats file).
 func Delta(before, after *StatsSnapshot) ([]StatDelta, error) {
 	if before == nil || after == nil {
-		return nil, errors.New("exits: stats delta needs two snapshots")
+		return nil, errors.New("kvmstat: stats delta needs two snapshots")
 	}
 	if before.Layout != after.Layout && !sameLayout(before.Layout, after.Layout) {
-		return nil, errors.New("exits: stats delta of snapshots with different layouts")
+		return nil, errors.New("kvmstat: stats delta of snapshots with different layouts")
 	}
 	out := make([]StatDelta, len(after.Layout.Descs))
 	for i, d := range after.Layout.Descs {
@@ -464,4 +464,37 @@ func cString(b []byte) string {
 		b = b[:i]
 	}
 	return string(b)
+}
+
+// Labeled is a stats snapshot with the vcpu label it is reported under
+// ("0", "1", ... or "vm").
+type Labeled struct {
+	VCPU     string
+	Snapshot *StatsSnapshot
+}
+
+// Flags composes a descriptor's flags word from its type, unit and base.
+func Flags(t StatType, u StatUnit, b StatBase) uint32 {
+	return uint32(t)<<statsTypeShift | uint32(u)<<statsUnitShift | uint32(b)<<statsBaseShift
+}
+
+// SnapshotOf makes a snapshot from descriptors and their values (one slice
+// of Size values per descriptor), for callers that have the numbers from
+// somewhere other than a stats file, and for tests.
+func SnapshotOf(descs []StatDesc, values [][]uint64) (*StatsSnapshot, error) {
+	if len(descs) != len(values) {
+		return nil, fmt.Errorf("%w: %d descriptors, %d value sets", ErrStatsFormat, len(descs), len(values))
+	}
+	l := &StatsLayout{Descs: descs, byName: make(map[string]int, len(descs))}
+	s := &StatsSnapshot{Layout: l, values: make([][]uint64, len(descs))}
+	for i, d := range descs {
+		if len(values[i]) != int(d.Size) {
+			return nil, fmt.Errorf("%w: stat %q has size %d and %d values", ErrStatsFormat, d.Name, d.Size, len(values[i]))
+		}
+		if _, dup := l.byName[d.Name]; !dup {
+			l.byName[d.Name] = i
+		}
+		s.values[i] = append([]uint64(nil), values[i]...)
+	}
+	return s, nil
 }

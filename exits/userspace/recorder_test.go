@@ -1,12 +1,9 @@
-package exits
+package userspace
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestSchemaRegister(t *testing.T) {
@@ -135,59 +132,6 @@ func TestBuckets(t *testing.T) {
 
 // TestRecorderConcurrentReaders is for -race: one writer per recorder,
 // scrapes reading at the same time.
-func TestRecorderConcurrentReaders(t *testing.T) {
-	s := NewSchema()
-	k, _ := s.Register(KindMMIO, "virtio")
-	recs := []*Recorder{s.NewRecorder(0), s.NewRecorder(1)}
-	const n = 20000
-	var wg sync.WaitGroup
-	for _, r := range recs {
-		wg.Add(1)
-		go func(r *Recorder) {
-			defer wg.Done()
-			for i := 0; i < n; i++ {
-				r.SetState(StateRunning)
-				r.Record(k, time.Duration(i))
-				r.SetState(StateHandling)
-			}
-			r.SetState(StateStopped)
-		}(r)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c := NewCollector(CollectorConfig{Recorders: recs})
-		for i := 0; i < 50; i++ {
-			for _, r := range recs {
-				for _, ks := range r.Snapshot().Keys {
-					if ks.Count > n {
-						t.Errorf("count %d > %d", ks.Count, n)
-					}
-				}
-			}
-			ch := make(chan prometheus.Metric, 1000)
-			go func() { c.Collect(ch); close(ch) }()
-			for range ch {
-			}
-		}
-	}()
-	wg.Wait()
-	<-done
-	for _, r := range recs {
-		snap := r.Snapshot()
-		if len(snap.Keys) != 1 || snap.Keys[0].Count != n || snap.State != StateStopped {
-			t.Fatalf("final snapshot %+v", snap)
-		}
-		var inBuckets uint64
-		for _, b := range snap.Keys[0].Buckets {
-			inBuckets += b
-		}
-		if inBuckets != n || snap.Keys[0].SumNS != n*(n-1)/2 {
-			t.Fatalf("buckets hold %d, sum %d", inBuckets, snap.Keys[0].SumNS)
-		}
-	}
-}
-
 func TestRecordDoesNotAllocate(t *testing.T) {
 	s := NewSchema()
 	k, _ := s.Register(KindMMIO, "uart")

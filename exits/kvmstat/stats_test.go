@@ -1,4 +1,4 @@
-package exits
+package kvmstat
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/mvm-dev/mvm/exits"
 )
 
 // testStat describes one stat of a synthetic stats file.
@@ -19,9 +21,7 @@ type testStat struct {
 	values []uint64
 }
 
-func statFlags(t StatType, u StatUnit, b StatBase) uint32 {
-	return uint32(t)<<statsTypeShift | uint32(u)<<statsUnitShift | uint32(b)<<statsBaseShift
-}
+func statFlags(t StatType, u StatUnit, b StatBase) uint32 { return Flags(t, u, b) }
 
 // buildStats lays out a stats file the way KVM does: header, id, the
 // descriptors, then the data block; values are packed in descriptor order.
@@ -149,16 +149,16 @@ func TestStatsDelta(t *testing.T) {
 		t.Errorf("pretty halt_wait_ns = %q", got)
 	}
 
-	rows := StatRows("0", ds)
-	if len(rows) != 7 || rows[0].Name != "exits" || rows[0].Delta != 15 || rows[0].Value != 25 || rows[0].Source != SourceKVMStats {
+	rows := Rows("0", ds)
+	if len(rows) != 7 || rows[0].Name != "exits" || rows[0].Delta != 15 || rows[0].Value != 25 || rows[0].Source != exits.SourceKVMStats {
 		t.Errorf("stat rows %+v", rows[0])
 	}
 	if rows[5].Delta != 5 || rows[5].Pretty != "5 samples" || len(rows[5].Buckets) != 4 || rows[5].Value != 13 {
 		t.Errorf("hist row %+v", rows[5])
 	}
-	tot := TotalStatRows(append(rows, StatRows("1", ds)...))
+	tot := TotalRows(append(rows, Rows("1", ds)...))
 	for _, r := range tot {
-		if r.Name == "exits" && (r.Delta != 30 || r.VCPU != TotalVCPU || r.Pretty != "30") {
+		if r.Name == "exits" && (r.Delta != 30 || r.VCPU != exits.TotalVCPU || r.Pretty != "30") {
 			t.Errorf("total exits %+v", r)
 		}
 		if r.Name == "halt_wait_ns" && r.Pretty != "4ms" {
@@ -306,7 +306,7 @@ func FuzzParseStats(f *testing.F) {
 		if err != nil {
 			t.Fatalf("delta of a snapshot with itself: %v", err)
 		}
-		for _, r := range append(StatRows("0", ds), TotalStatRows(StatRows("0", ds))...) {
+		for _, r := range append(Rows("0", ds), TotalRows(Rows("0", ds))...) {
 			_ = r.Pretty
 		}
 		for i, d := range l.Descs {

@@ -1,48 +1,64 @@
-package exits
+package metrics
 
 import (
-	"bytes"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/exitstest"
+	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/exits/tracepoint"
+	"github.com/mvm-dev/mvm/exits/userspace"
 )
 
+// vcpuStats is a snapshot of a few vCPU stats of every type and unit.
+func vcpuStats(n, ioExits, waitNS uint64, hist []uint64) (*kvmstat.StatsSnapshot, error) {
+	f := kvmstat.Flags
+	descs := []kvmstat.StatDesc{
+		{Name: "exits", Size: 1, Flags: f(kvmstat.StatCumulative, kvmstat.UnitNone, kvmstat.BasePow10)},
+		{Name: "io_exits", Size: 1, Flags: f(kvmstat.StatCumulative, kvmstat.UnitNone, kvmstat.BasePow10)},
+		{Name: "halt_wait_ns", Size: 1, Exponent: -9, Flags: f(kvmstat.StatCumulative, kvmstat.UnitSeconds, kvmstat.BasePow10)},
+		{Name: "blocking", Size: 1, Flags: f(kvmstat.StatInstant, kvmstat.UnitBoolean, kvmstat.BasePow10)},
+		{Name: "max_mmu_rmap_size", Size: 1, Flags: f(kvmstat.StatPeak, kvmstat.UnitNone, kvmstat.BasePow10)},
+		{Name: "halt_wait_hist", Size: uint16(len(hist)), Exponent: -9, Flags: f(kvmstat.StatLogHist, kvmstat.UnitSeconds, kvmstat.BasePow10)},
+		{Name: "pages", Size: 1, Exponent: 12, Flags: f(kvmstat.StatInstant, kvmstat.UnitBytes, kvmstat.BasePow2)},
+	}
+	return kvmstat.SnapshotOf(descs, [][]uint64{{n}, {ioExits}, {waitNS}, {1}, {n / 2}, hist, {3}})
+}
+
 func TestCollector(t *testing.T) {
-	s := NewSchema()
-	uart, _ := s.Register(KindMMIO, "uart")
-	cpuOn, _ := s.Register(KindHypercall, "CPU_ON")
+	s := userspace.NewSchema()
+	uart, _ := s.Register(userspace.KindMMIO, "uart")
+	cpuOn, _ := s.Register(userspace.KindHypercall, "CPU_ON")
 	r0, r1 := s.NewRecorder(0), s.NewRecorder(1)
 	r0.Record(uart, 100*time.Nanosecond)
 	r0.Record(uart, 3*time.Microsecond)
 	r0.Record(cpuOn, time.Microsecond)
 	r1.Record(cpuOn, time.Microsecond)
-	r1.Record(KindKey(KindHypercall), time.Microsecond) // a function without a sub-key
-	r0.SetState(StateRunning)
-	r1.SetState(StateOff)
+	r1.Record(userspace.KindKey(userspace.KindHypercall), time.Microsecond) // a function without a sub-key
+	r0.SetState(userspace.StateRunning)
+	r1.SetState(userspace.StateOff)
 
-	agg := NewTraceAggregator(Arm64Namer{})
+	agg := tracepoint.NewAggregator(exits.Arm64Namer{})
 	agg.SetVCPU(10, 0)
-	agg.Add([]TraceEvent{entry(10, 0, 1), exitEv(10, 0, 5, 2, 0x24), entry(10, 0, 9), exitEv(10, 0, 12, 2, 0x01)})
+	agg.Add([]tracepoint.Event{exitstest.Entry(10, 0, 1), exitstest.Exit(10, 0, 5, 2, 0x24), exitstest.Entry(10, 0, 9), exitstest.Exit(10, 0, 12, 2, 0x01)})
 
-	blob := buildStats("kvm-1/vcpu-0", 48, vcpuStats(42, 7, 1000, []uint64{1, 2}))
-	layout, err := ParseStats(bytes.NewReader(blob))
-	if err != nil {
-		t.Fatal(err)
-	}
 	reads := 0
-	stats := func() ([]LabeledStats, error) {
+	stats := func() ([]kvmstat.Labeled, error) {
 		reads++
-		snap, err := layout.Read(bytes.NewReader(blob))
+		snap, err := vcpuStats(42, 7, 1000, []uint64{1, 2})
 		// The same snapshot twice under one label: exported once.
-		return []LabeledStats{{VCPU: "0", Snapshot: snap}, {VCPU: "0", Snapshot: snap}, {VCPU: "vm"}}, err
+		return []kvmstat.Labeled{{VCPU: "0", Snapshot: snap}, {VCPU: "0", Snapshot: snap}, {VCPU: "vm"}}, err
 	}
 
-	c := NewCollector(CollectorConfig{Recorders: []*Recorder{r0}, Trace: agg, KVMStats: stats})
+	c := NewCollector(CollectorConfig{Recorders: []*userspace.Recorder{r0}, Trace: agg, KVMStats: stats})
 	c.AddRecorder(r1)
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
@@ -122,7 +138,7 @@ mvm_vcpu_state{state="stopped",vcpu="1"} 0
 
 	// A failing stats callback fails only its metric, not the scrape of
 	// the others.
-	bad := NewCollector(CollectorConfig{KVMStats: func() ([]LabeledStats, error) { return nil, errors.New("stats fd closed") }})
+	bad := NewCollector(CollectorConfig{KVMStats: func() ([]kvmstat.Labeled, error) { return nil, errors.New("stats fd closed") }})
 	bad.SetTrace(nil)
 	breg := prometheus.NewRegistry()
 	breg.MustRegister(bad)
@@ -138,4 +154,59 @@ func labelOf(ls []*dto.LabelPair, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestCollectWhileRecording: scrapes and snapshots race with the vCPUs'
+// recording (run under -race) and see consistent numbers.
+func TestCollectWhileRecording(t *testing.T) {
+	s := userspace.NewSchema()
+	k, _ := s.Register(userspace.KindMMIO, "virtio")
+	recs := []*userspace.Recorder{s.NewRecorder(0), s.NewRecorder(1)}
+	const n = 20000
+	var wg sync.WaitGroup
+	for _, r := range recs {
+		wg.Add(1)
+		go func(r *userspace.Recorder) {
+			defer wg.Done()
+			for i := 0; i < n; i++ {
+				r.SetState(userspace.StateRunning)
+				r.Record(k, time.Duration(i))
+				r.SetState(userspace.StateHandling)
+			}
+			r.SetState(userspace.StateStopped)
+		}(r)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c := NewCollector(CollectorConfig{Recorders: recs})
+		for i := 0; i < 50; i++ {
+			for _, r := range recs {
+				for _, ks := range r.Snapshot().Keys {
+					if ks.Count > n {
+						t.Errorf("count %d > %d", ks.Count, n)
+					}
+				}
+			}
+			ch := make(chan prometheus.Metric, 1000)
+			go func() { c.Collect(ch); close(ch) }()
+			for range ch {
+			}
+		}
+	}()
+	wg.Wait()
+	<-done
+	for _, r := range recs {
+		snap := r.Snapshot()
+		if len(snap.Keys) != 1 || snap.Keys[0].Count != n || snap.State != userspace.StateStopped {
+			t.Fatalf("final snapshot %+v", snap)
+		}
+		var inBuckets uint64
+		for _, b := range snap.Keys[0].Buckets {
+			inBuckets += b
+		}
+		if inBuckets != n || snap.Keys[0].SumNS != n*(n-1)/2 {
+			t.Fatalf("buckets hold %d, sum %d", inBuckets, snap.Keys[0].SumNS)
+		}
+	}
 }

@@ -1,13 +1,3 @@
-// Package tracepoint reads kernel tracepoints (here kvm:kvm_entry and
-// kvm:kvm_exit) of chosen threads through perf_event_open, the way
-// `perf kvm stat record` does, and feeds them to the aggregator in package
-// exits.
-//
-// Event ids and field offsets come from tracefs
-// (<tracefs>/events/<system>/<event>/format), never from compiled-in
-// structure layouts, because they differ between architectures and kernel
-// versions (arm64's kvm_exit has ret/esr_ec/vcpu_pc, x86's
-// exit_reason/guest_rip/isa/...).
 package tracepoint
 
 import (

@@ -30,12 +30,12 @@ type Config struct {
 // aggregates them per vCPU and exit reason, as perf kvm stat does.
 type Profiler struct {
 	sess        *Session
-	agg         *exits.TraceAggregator
+	agg         *Aggregator
 	entry, exit *Format
 	code, sub   Field
 	interval    time.Duration
 	log         *slog.Logger
-	batch       []exits.TraceEvent
+	batch       []Event
 }
 
 // New reads the kvm_entry/kvm_exit formats and picks the reason names from
@@ -78,7 +78,7 @@ func New(cfg Config) (*Profiler, error) {
 		interval = 100 * time.Millisecond
 	}
 	return &Profiler{
-		sess: sess, agg: exits.NewTraceAggregator(namer),
+		sess: sess, agg: NewAggregator(namer),
 		entry: entry, exit: exit, code: code, sub: sub,
 		interval: interval, log: log,
 	}, nil
@@ -89,7 +89,7 @@ func (p *Profiler) Namer() exits.Namer { return p.agg.Namer() }
 
 // Aggregator is the live aggregate (for the Prometheus collector and the
 // final report).
-func (p *Profiler) Aggregator() *exits.TraceAggregator { return p.agg }
+func (p *Profiler) Aggregator() *Aggregator { return p.agg }
 
 // Attach starts sampling the thread tid that runs vCPU vcpuID. Attach
 // before the thread's first KVM_RUN to see every exit.
@@ -106,14 +106,14 @@ func (p *Profiler) Attach(vcpuID, tid int) error {
 func (p *Profiler) Drain() error {
 	p.batch = p.batch[:0]
 	err := p.sess.Drain(func(ev *Format, rec Record) {
-		te := exits.TraceEvent{TID: int(rec.TID), CPU: int(rec.CPU), Time: rec.Time}
+		te := Event{TID: int(rec.TID), CPU: int(rec.CPU), Time: rec.Time}
 		switch {
 		case rec.Kind == RecordLost:
-			te.Kind, te.Lost = exits.TraceLost, rec.Lost
+			te.Kind, te.Lost = EventLost, rec.Lost
 		case ev == p.entry:
-			te.Kind = exits.TraceEntry
+			te.Kind = EventEntry
 		case ev == p.exit:
-			te.Kind = exits.TraceExit
+			te.Kind = EventExit
 			te.Code, _ = p.code.Uint(rec.Raw)
 			te.Sub, _ = p.sub.Uint(rec.Raw)
 		default:

@@ -1,43 +1,45 @@
-package exits
+package tracepoint
 
 import (
 	"cmp"
-	"math"
 	"slices"
+	"strconv"
 	"sync"
+
+	"github.com/mvm-dev/mvm/exits"
 )
 
-// TraceKind is the kind of a tracepoint record.
-type TraceKind uint8
+// EventKind is the kind of a tracepoint record.
+type EventKind uint8
 
 // Trace record kinds.
 const (
-	// TraceEntry is a kvm:kvm_entry sample: the thread enters the guest.
-	TraceEntry TraceKind = iota
-	// TraceExit is a kvm:kvm_exit sample: the guest exited to the host.
-	TraceExit
-	// TraceLost says the kernel dropped Lost records of the thread's
+	// EventEntry is a kvm:kvm_entry sample: the thread enters the guest.
+	EventEntry EventKind = iota
+	// EventExit is a kvm:kvm_exit sample: the guest exited to the host.
+	EventExit
+	// EventLost says the kernel dropped Lost records of the thread's
 	// buffer (PERF_RECORD_LOST) at about Time.
-	TraceLost
+	EventLost
 )
 
-// TraceEvent is one decoded tracepoint record.
-type TraceEvent struct {
-	Kind TraceKind
+// Event is one decoded tracepoint record.
+type Event struct {
+	Kind EventKind
 	// TID is the thread the record belongs to, CPU the CPU it was taken
 	// on, Time its CLOCK_MONOTONIC timestamp in nanoseconds.
 	TID  int
 	CPU  int
 	Time uint64
-	// Code and Sub are the exit's raw reason fields for TraceExit (see
+	// Code and Sub are the exit's raw reason fields for EventExit (see
 	// Namer.CodeField and SubField).
 	Code, Sub uint64
-	// Lost is the number of records lost, for TraceLost.
+	// Lost is the number of records lost, for EventLost.
 	Lost uint64
 }
 
-// TraceStats are the numbers of one (vCPU, reason).
-type TraceStats struct {
+// ReasonStats are the numbers of one (vCPU, reason).
+type ReasonStats struct {
 	Reason string
 	// Count is the number of kvm_exit samples.
 	Count uint64
@@ -52,7 +54,7 @@ type TraceStats struct {
 	HandleSumNS, HandleMinNS, HandleMaxNS uint64
 }
 
-func (s *TraceStats) addGuest(ns uint64) {
+func (s *ReasonStats) addGuest(ns uint64) {
 	if s.GuestCount == 0 || ns < s.GuestMinNS {
 		s.GuestMinNS = ns
 	}
@@ -63,7 +65,7 @@ func (s *TraceStats) addGuest(ns uint64) {
 	s.GuestSumNS += ns
 }
 
-func (s *TraceStats) addHandle(ns uint64) {
+func (s *ReasonStats) addHandle(ns uint64) {
 	if s.HandleCount == 0 || ns < s.HandleMinNS {
 		s.HandleMinNS = ns
 	}
@@ -74,7 +76,7 @@ func (s *TraceStats) addHandle(ns uint64) {
 	s.HandleSumNS += ns
 }
 
-func (s *TraceStats) merge(o *TraceStats) {
+func (s *ReasonStats) merge(o *ReasonStats) {
 	s.Count += o.Count
 	if o.GuestCount > 0 {
 		if s.GuestCount == 0 || o.GuestMinNS < s.GuestMinNS {
@@ -102,18 +104,18 @@ type threadState struct {
 	entry    uint64
 	hasEntry bool
 	// pending: the last exit not yet closed by an entry.
-	pending    *TraceStats
+	pending    *ReasonStats
 	pendingAt  uint64
 	hasPending bool
 	last       uint64
 }
 
-// TraceVCPU is the aggregate of one vCPU (VCPU -1 gathers threads that
+// VCPUStats is the aggregate of one vCPU (VCPU -1 gathers threads that
 // were never mapped to a vCPU).
-type TraceVCPU struct {
+type VCPUStats struct {
 	VCPU int
 	// Reasons holds one entry per reason seen.
-	Reasons []TraceStats
+	Reasons []ReasonStats
 	// Entries counts kvm_entry samples.
 	Entries uint64
 	// Lost is the number of records the kernel dropped; with Lost > 0
@@ -124,35 +126,35 @@ type TraceVCPU struct {
 	Reordered uint64
 }
 
-// TraceAggregator pairs kvm_entry and kvm_exit samples per thread and
+// Aggregator pairs kvm_entry and kvm_exit samples per thread and
 // aggregates them per vCPU and reason. It is safe for concurrent use: a
 // reader goroutine feeds it while metrics scrapes read it.
-type TraceAggregator struct {
-	namer Namer
+type Aggregator struct {
+	namer exits.Namer
 
 	mu      sync.Mutex
 	vcpus   map[int]int // tid -> vCPU
 	threads map[int]*threadState
-	stats   map[int]map[string]*TraceStats // vCPU -> reason -> stats
-	totals  map[int]*TraceVCPU             // vCPU -> counters besides reasons
+	stats   map[int]map[string]*ReasonStats // vCPU -> reason -> stats
+	totals  map[int]*VCPUStats              // vCPU -> counters besides reasons
 }
 
-// NewTraceAggregator returns an aggregator naming exits with n.
-func NewTraceAggregator(n Namer) *TraceAggregator {
-	return &TraceAggregator{
+// NewAggregator returns an aggregator naming exits with n.
+func NewAggregator(n exits.Namer) *Aggregator {
+	return &Aggregator{
 		namer:   n,
 		vcpus:   make(map[int]int),
 		threads: make(map[int]*threadState),
-		stats:   make(map[int]map[string]*TraceStats),
-		totals:  make(map[int]*TraceVCPU),
+		stats:   make(map[int]map[string]*ReasonStats),
+		totals:  make(map[int]*VCPUStats),
 	}
 }
 
 // Namer is the namer the aggregator was made with.
-func (a *TraceAggregator) Namer() Namer { return a.namer }
+func (a *Aggregator) Namer() exits.Namer { return a.namer }
 
 // SetVCPU attributes thread tid to vCPU vcpu from now on.
-func (a *TraceAggregator) SetVCPU(tid, vcpu int) {
+func (a *Aggregator) SetVCPU(tid, vcpu int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.vcpus[tid] = vcpu
@@ -165,12 +167,12 @@ func (a *TraceAggregator) SetVCPU(tid, vcpu int) {
 // stable sort, since buffers of different CPUs or threads interleave);
 // within one thread, records should arrive in time order across batches,
 // and older ones are counted but not timed.
-func (a *TraceAggregator) Add(evs []TraceEvent) {
+func (a *Aggregator) Add(evs []Event) {
 	if len(evs) == 0 {
 		return
 	}
 	sorted := slices.Clone(evs)
-	slices.SortStableFunc(sorted, func(x, y TraceEvent) int { return cmp.Compare(x.Time, y.Time) })
+	slices.SortStableFunc(sorted, func(x, y Event) int { return cmp.Compare(x.Time, y.Time) })
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i := range sorted {
@@ -178,7 +180,7 @@ func (a *TraceAggregator) Add(evs []TraceEvent) {
 	}
 }
 
-func (a *TraceAggregator) thread(tid int) *threadState {
+func (a *Aggregator) thread(tid int) *threadState {
 	t, ok := a.threads[tid]
 	if !ok {
 		vcpu, mapped := a.vcpus[tid]
@@ -191,30 +193,30 @@ func (a *TraceAggregator) thread(tid int) *threadState {
 	return t
 }
 
-func (a *TraceAggregator) vcpuTotals(vcpu int) *TraceVCPU {
+func (a *Aggregator) vcpuTotals(vcpu int) *VCPUStats {
 	v, ok := a.totals[vcpu]
 	if !ok {
-		v = &TraceVCPU{VCPU: vcpu}
+		v = &VCPUStats{VCPU: vcpu}
 		a.totals[vcpu] = v
 	}
 	return v
 }
 
-func (a *TraceAggregator) reason(vcpu int, name string) *TraceStats {
+func (a *Aggregator) reason(vcpu int, name string) *ReasonStats {
 	m, ok := a.stats[vcpu]
 	if !ok {
-		m = make(map[string]*TraceStats)
+		m = make(map[string]*ReasonStats)
 		a.stats[vcpu] = m
 	}
 	s, ok := m[name]
 	if !ok {
-		s = &TraceStats{Reason: name}
+		s = &ReasonStats{Reason: name}
 		m[name] = s
 	}
 	return s
 }
 
-func (a *TraceAggregator) add(ev *TraceEvent) {
+func (a *Aggregator) add(ev *Event) {
 	t := a.thread(ev.TID)
 	tot := a.vcpuTotals(t.vcpu)
 	inOrder := ev.Time >= t.last
@@ -224,12 +226,12 @@ func (a *TraceAggregator) add(ev *TraceEvent) {
 		t.last = ev.Time
 	}
 	switch ev.Kind {
-	case TraceLost:
+	case EventLost:
 		// Whatever was lost may have been an entry or an exit: no
 		// interval spanning the gap can be trusted.
 		tot.Lost += ev.Lost
 		t.hasEntry, t.hasPending, t.pending = false, false, nil
-	case TraceEntry:
+	case EventEntry:
 		tot.Entries++
 		if !inOrder {
 			return
@@ -239,7 +241,7 @@ func (a *TraceAggregator) add(ev *TraceEvent) {
 		}
 		t.hasPending, t.pending = false, nil
 		t.entry, t.hasEntry = ev.Time, true
-	case TraceExit:
+	case EventExit:
 		s := a.reason(t.vcpu, a.namer.ExitName(ev.Code, ev.Sub))
 		s.Count++
 		if !inOrder {
@@ -255,7 +257,7 @@ func (a *TraceAggregator) add(ev *TraceEvent) {
 
 // Snapshot returns a copy of the aggregate, vCPUs in ascending order and
 // reasons by count, descending.
-func (a *TraceAggregator) Snapshot() []TraceVCPU {
+func (a *Aggregator) Snapshot() []VCPUStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ids := make([]int, 0, len(a.totals))
@@ -263,23 +265,23 @@ func (a *TraceAggregator) Snapshot() []TraceVCPU {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	out := make([]TraceVCPU, 0, len(ids))
+	out := make([]VCPUStats, 0, len(ids))
 	for _, id := range ids {
 		v := *a.totals[id]
 		v.Reasons = nil
 		for _, s := range a.stats[id] {
 			v.Reasons = append(v.Reasons, *s)
 		}
-		sortTraceStats(v.Reasons)
+		sortReasonStats(v.Reasons)
 		out = append(out, v)
 	}
 	return out
 }
 
-// TotalTrace merges per-vCPU aggregates into one (VCPU -1).
-func TotalTrace(vs []TraceVCPU) TraceVCPU {
-	tot := TraceVCPU{VCPU: -1}
-	byName := make(map[string]*TraceStats)
+// Total merges per-vCPU aggregates into one (VCPU -1).
+func Total(vs []VCPUStats) VCPUStats {
+	tot := VCPUStats{VCPU: -1}
+	byName := make(map[string]*ReasonStats)
 	for _, v := range vs {
 		tot.Entries += v.Entries
 		tot.Lost += v.Lost
@@ -288,7 +290,7 @@ func TotalTrace(vs []TraceVCPU) TraceVCPU {
 			r := &v.Reasons[i]
 			s, ok := byName[r.Reason]
 			if !ok {
-				s = &TraceStats{Reason: r.Reason}
+				s = &ReasonStats{Reason: r.Reason}
 				byName[r.Reason] = s
 			}
 			s.merge(r)
@@ -297,12 +299,12 @@ func TotalTrace(vs []TraceVCPU) TraceVCPU {
 	for _, s := range byName {
 		tot.Reasons = append(tot.Reasons, *s)
 	}
-	sortTraceStats(tot.Reasons)
+	sortReasonStats(tot.Reasons)
 	return tot
 }
 
 // Count is the number of kvm_exit samples of one reason (0 if none).
-func (v TraceVCPU) Count(reason string) uint64 {
+func (v VCPUStats) Count(reason string) uint64 {
 	for _, r := range v.Reasons {
 		if r.Reason == reason {
 			return r.Count
@@ -312,7 +314,7 @@ func (v TraceVCPU) Count(reason string) uint64 {
 }
 
 // Exits is the number of kvm_exit samples of every reason.
-func (v TraceVCPU) Exits() uint64 {
+func (v VCPUStats) Exits() uint64 {
 	var n uint64
 	for _, r := range v.Reasons {
 		n += r.Count
@@ -320,8 +322,8 @@ func (v TraceVCPU) Exits() uint64 {
 	return n
 }
 
-func sortTraceStats(rs []TraceStats) {
-	slices.SortFunc(rs, func(x, y TraceStats) int {
+func sortReasonStats(rs []ReasonStats) {
+	slices.SortFunc(rs, func(x, y ReasonStats) int {
 		if c := cmp.Compare(y.Count, x.Count); c != 0 {
 			return c
 		}
@@ -329,18 +331,54 @@ func sortTraceStats(rs []TraceStats) {
 	})
 }
 
-// meanNS divides without panicking on zero.
-func meanNS(sum, n uint64) uint64 {
-	if n == 0 {
-		return 0
+// Rows turns a tracepoint aggregate into per-vCPU rows and total rows of
+// the report model, with Time chosen by the namer's PerfTime.
+func Rows(n exits.Namer, vs []VCPUStats) []exits.Row {
+	var rows []exits.Row
+	for _, v := range vs {
+		for _, s := range v.Reasons {
+			rows = append(rows, row(n, strconv.Itoa(v.VCPU), s))
+		}
 	}
-	return sum / n
+	for _, s := range Total(vs).Reasons {
+		rows = append(rows, row(n, exits.TotalVCPU, s))
+	}
+	return rows
 }
 
-// minOrZero maps "no sample" minima to 0.
-func minOrZero(v uint64) uint64 {
-	if v == math.MaxUint64 {
-		return 0
+func row(n exits.Namer, vcpu string, s ReasonStats) exits.Row {
+	r := exits.Row{
+		Source:       exits.SourceTracepoint,
+		VCPU:         vcpu,
+		Reason:       s.Reason,
+		Count:        s.Count,
+		HandleNS:     s.HandleSumNS,
+		HandleCount:  s.HandleCount,
+		HandleMeanNS: exits.MeanNS(s.HandleSumNS, s.HandleCount),
+		HandleMinNS:  s.HandleMinNS,
+		HandleMaxNS:  s.HandleMaxNS,
+		GuestNS:      s.GuestSumNS,
+		GuestCount:   s.GuestCount,
 	}
-	return v
+	if n.PerfTime() == exits.GuestTime {
+		r.TimeNS, r.TimeCount = s.GuestSumNS, s.GuestCount
+		r.TimeMinNS, r.TimeMaxNS = s.GuestMinNS, s.GuestMaxNS
+	} else {
+		r.TimeNS, r.TimeCount = s.HandleSumNS, s.HandleCount
+		r.TimeMinNS, r.TimeMaxNS = s.HandleMinNS, s.HandleMaxNS
+	}
+	r.TimeMeanNS = exits.MeanNS(r.TimeNS, r.TimeCount)
+	return r
+}
+
+// AddTo adds the rows of a tracepoint aggregate (per vCPU and total) to rep
+// and marks the tracepoint source used.
+func AddTo(rep *exits.Report, n exits.Namer, vs []VCPUStats) {
+	rep.Arch = n.Arch()
+	rep.PerfTime = n.PerfTime().String()
+	rep.Rows = append(rep.Rows, Rows(n, vs)...)
+	for _, v := range vs {
+		rep.TraceLost += v.Lost
+	}
+	rep.SetSource(exits.SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open)", nil)
 }

@@ -1,19 +1,21 @@
-package exits
+package tracepoint
 
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/mvm-dev/mvm/exits"
 )
 
-func entry(tid, cpu int, t uint64) TraceEvent {
-	return TraceEvent{Kind: TraceEntry, TID: tid, CPU: cpu, Time: t}
+func entry(tid, cpu int, t uint64) Event {
+	return Event{Kind: EventEntry, TID: tid, CPU: cpu, Time: t}
 }
 
-func exitEv(tid, cpu int, t, code, sub uint64) TraceEvent {
-	return TraceEvent{Kind: TraceExit, TID: tid, CPU: cpu, Time: t, Code: code, Sub: sub}
+func exitEv(tid, cpu int, t, code, sub uint64) Event {
+	return Event{Kind: EventExit, TID: tid, CPU: cpu, Time: t, Code: code, Sub: sub}
 }
 
-func reasonOf(t *testing.T, v TraceVCPU, name string) TraceStats {
+func reasonOf(t *testing.T, v VCPUStats, name string) ReasonStats {
 	t.Helper()
 	for _, r := range v.Reasons {
 		if r.Reason == name {
@@ -21,14 +23,14 @@ func reasonOf(t *testing.T, v TraceVCPU, name string) TraceStats {
 		}
 	}
 	t.Fatalf("vCPU %d has no reason %q: %+v", v.VCPU, name, v.Reasons)
-	return TraceStats{}
+	return ReasonStats{}
 }
 
 func TestTracePairingArm64(t *testing.T) {
-	a := NewTraceAggregator(Arm64Namer{})
+	a := NewAggregator(exits.Arm64Namer{})
 	a.SetVCPU(100, 0)
-	const dabt, wfx, trap = 0x24, 0x01, Arm64ExceptionTrap
-	a.Add([]TraceEvent{
+	const dabt, wfx, trap = 0x24, 0x01, exits.Arm64ExceptionTrap
+	a.Add([]Event{
 		entry(100, 1, 1000),
 		exitEv(100, 1, 1500, trap, dabt), // guest 500
 		entry(100, 1, 1700),              // handle 200
@@ -36,7 +38,7 @@ func TestTracePairingArm64(t *testing.T) {
 		entry(100, 1, 2800),              // handle 100
 		exitEv(100, 1, 5800, trap, wfx),  // guest 3000
 		entry(100, 1, 9800),              // handle 4000
-		exitEv(100, 1, 9900, Arm64ExceptionIRQ, 0),
+		exitEv(100, 1, 9900, exits.Arm64ExceptionIRQ, 0),
 	})
 	vs := a.Snapshot()
 	if len(vs) != 1 || vs[0].VCPU != 0 || vs[0].Entries != 4 || vs[0].Exits() != 4 {
@@ -61,7 +63,7 @@ func TestTracePairingArm64(t *testing.T) {
 	}
 
 	// Rows: arm64 Time is guest time.
-	rows := TracepointRows(Arm64Namer{}, vs)
+	rows := Rows(exits.Arm64Namer{}, vs)
 	for _, r := range rows {
 		if r.Reason == "DABT_LOW" && (r.TimeNS != 1500 || r.HandleNS != 300 || r.GuestNS != 1500 || r.TimeMeanNS != 750 || r.HandleMeanNS != 150) {
 			t.Errorf("arm64 row %+v", r)
@@ -70,18 +72,18 @@ func TestTracePairingArm64(t *testing.T) {
 }
 
 func TestTracePairingX86(t *testing.T) {
-	a := NewTraceAggregator(X86Namer{})
+	a := NewAggregator(exits.X86Namer{})
 	a.SetVCPU(7, 1)
-	a.Add([]TraceEvent{
+	a.Add([]Event{
 		entry(7, 0, 100),
-		exitEv(7, 0, 400, 30, X86ISAVMX), // guest 300
-		entry(7, 0, 1400),                // handle 1000
-		exitEv(7, 0, 1500, 12, X86ISAVMX),
+		exitEv(7, 0, 400, 30, exits.X86ISAVMX), // guest 300
+		entry(7, 0, 1400),                      // handle 1000
+		exitEv(7, 0, 1500, 12, exits.X86ISAVMX),
 		entry(7, 0, 1600),
 	})
 	vs := a.Snapshot()
-	rows := TracepointRows(X86Namer{}, vs)
-	var io Row
+	rows := Rows(exits.X86Namer{}, vs)
+	var io exits.Row
 	for _, r := range rows {
 		if r.Reason == "IO_INSTRUCTION" && r.VCPU == "1" {
 			io = r
@@ -96,7 +98,7 @@ func TestTracePairingX86(t *testing.T) {
 // TestTraceOutOfOrderAcrossCPUs feeds two threads whose records, read CPU
 // buffer by CPU buffer, arrive out of time order; the batch sort restores it.
 func TestTraceOutOfOrderAcrossCPUs(t *testing.T) {
-	var evs []TraceEvent
+	var evs []Event
 	for tid := 1; tid <= 2; tid++ {
 		base := uint64(tid * 7)
 		for i := uint64(0); i < 50; i++ {
@@ -105,7 +107,7 @@ func TestTraceOutOfOrderAcrossCPUs(t *testing.T) {
 		}
 	}
 	// Buffer order: all of CPU 1 first, then CPU 0, and the threads shuffled.
-	var shuffled []TraceEvent
+	var shuffled []Event
 	for _, cpu := range []int{1, 0} {
 		for _, e := range evs {
 			if e.CPU == cpu {
@@ -116,7 +118,7 @@ func TestTraceOutOfOrderAcrossCPUs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 
-	a := NewTraceAggregator(Arm64Namer{})
+	a := NewAggregator(exits.Arm64Namer{})
 	a.SetVCPU(1, 0)
 	a.SetVCPU(2, 1)
 	a.Add(shuffled)
@@ -137,15 +139,15 @@ func TestTraceOutOfOrderAcrossCPUs(t *testing.T) {
 // TestTraceLost: a PERF_RECORD_LOST breaks the pairing, so no interval spans
 // it; the loss is reported.
 func TestTraceLost(t *testing.T) {
-	a := NewTraceAggregator(Arm64Namer{})
+	a := NewAggregator(exits.Arm64Namer{})
 	a.SetVCPU(5, 0)
-	a.Add([]TraceEvent{
+	a.Add([]Event{
 		entry(5, 0, 100),
 		exitEv(5, 0, 200, 2, 0x01), // guest 100
-		{Kind: TraceLost, TID: 5, Time: 250, Lost: 3},
+		{Kind: EventLost, TID: 5, Time: 250, Lost: 3},
 		entry(5, 0, 900),           // no handle time: the exit's entry may have been lost
 		exitEv(5, 0, 950, 2, 0x01), // guest 50
-		{Kind: TraceLost, TID: 5, Time: 960, Lost: 2},
+		{Kind: EventLost, TID: 5, Time: 960, Lost: 2},
 		exitEv(5, 0, 990, 2, 0x01), // no entry since the loss: no guest time
 		entry(5, 0, 1000),          // handle 10
 	})
@@ -157,8 +159,8 @@ func TestTraceLost(t *testing.T) {
 	if w.Count != 3 || w.GuestCount != 2 || w.GuestSumNS != 150 || w.HandleCount != 1 || w.HandleSumNS != 10 {
 		t.Errorf("WFx %+v", w)
 	}
-	r := &Report{}
-	r.AddTracepoint(Arm64Namer{}, a.Snapshot())
+	r := &exits.Report{}
+	AddTo(r, exits.Arm64Namer{}, a.Snapshot())
 	if r.TraceLost != 5 {
 		t.Errorf("report lost %d", r.TraceLost)
 	}
@@ -167,11 +169,11 @@ func TestTraceLost(t *testing.T) {
 // TestTraceBatchesAndStragglers: records spread over batches pair across
 // them; a record older than one already processed is counted, not timed.
 func TestTraceBatchesAndStragglers(t *testing.T) {
-	a := NewTraceAggregator(X86Namer{})
+	a := NewAggregator(exits.X86Namer{})
 	a.SetVCPU(9, 0)
-	a.Add([]TraceEvent{entry(9, 0, 100), exitEv(9, 0, 200, 30, 1)})
-	a.Add([]TraceEvent{entry(9, 0, 260)}) // handle 60 across batches
-	a.Add([]TraceEvent{exitEv(9, 0, 150, 12, 1)})
+	a.Add([]Event{entry(9, 0, 100), exitEv(9, 0, 200, 30, 1)})
+	a.Add([]Event{entry(9, 0, 260)}) // handle 60 across batches
+	a.Add([]Event{exitEv(9, 0, 150, 12, 1)})
 	a.Add(nil)
 	v := a.Snapshot()[0]
 	if io := reasonOf(t, v, "IO_INSTRUCTION"); io.HandleSumNS != 60 || io.GuestSumNS != 100 {
@@ -186,11 +188,11 @@ func TestTraceBatchesAndStragglers(t *testing.T) {
 }
 
 func TestTraceUnmappedAndTotals(t *testing.T) {
-	a := NewTraceAggregator(X86Namer{})
-	a.Add([]TraceEvent{entry(1, 0, 1), exitEv(1, 0, 2, 30, 1)}) // tid 1 unmapped
+	a := NewAggregator(exits.X86Namer{})
+	a.Add([]Event{entry(1, 0, 1), exitEv(1, 0, 2, 30, 1)}) // tid 1 unmapped
 	a.SetVCPU(2, 0)
 	a.SetVCPU(3, 1)
-	a.Add([]TraceEvent{
+	a.Add([]Event{
 		entry(2, 0, 10), exitEv(2, 0, 20, 30, 1), entry(2, 0, 25),
 		entry(3, 1, 10), exitEv(3, 1, 40, 30, 1), entry(3, 1, 50),
 		exitEv(3, 1, 60, 12, 1),
@@ -198,12 +200,12 @@ func TestTraceUnmappedAndTotals(t *testing.T) {
 	// Late mapping: later records of tid 1 go to vCPU 2; its pending exit
 	// (counted under -1) is still closed by the next entry, 98 ns later.
 	a.SetVCPU(1, 2)
-	a.Add([]TraceEvent{entry(1, 0, 100), exitEv(1, 0, 150, 12, 1)})
+	a.Add([]Event{entry(1, 0, 100), exitEv(1, 0, 150, 12, 1)})
 	vs := a.Snapshot()
 	if len(vs) != 4 || vs[0].VCPU != -1 || vs[3].VCPU != 2 {
 		t.Fatalf("vCPUs %+v", vs)
 	}
-	tot := TotalTrace(vs)
+	tot := Total(vs)
 	io := reasonOf(t, tot, "IO_INSTRUCTION")
 	if io.Count != 3 || io.GuestCount != 3 || io.GuestSumNS != 1+10+30 || io.GuestMinNS != 1 || io.GuestMaxNS != 30 ||
 		io.HandleCount != 3 || io.HandleSumNS != 5+10+98 || io.HandleMinNS != 5 || io.HandleMaxNS != 98 {

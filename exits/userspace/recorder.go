@@ -1,4 +1,4 @@
-package exits
+package userspace
 
 import (
 	"errors"

@@ -1,10 +1,5 @@
 //go:build linux
 
-// Package kvmstat is the system-call side of KVM's binary statistics: it
-// gets the stats file descriptor of a VM or vCPU (KVM_GET_STATS_FD) and reads
-// it with the parser in package exits. See Documentation/virt/kvm/api.rst,
-// section "KVM_GET_STATS_FD" (Linux 5.14+, capability
-// KVM_CAP_BINARY_STATS_FD).
 package kvmstat
 
 import (
@@ -13,8 +8,6 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/mvm-dev/mvm/exits"
 )
 
 // kvmGetStatsFD is KVM_GET_STATS_FD = _IO(KVMIO, 0xce) with KVMIO = 0xAE
@@ -40,7 +33,7 @@ func GetStatsFD(fd uintptr) (*os.File, error) {
 type File struct {
 	f *os.File
 	// Layout holds the header, id and descriptors, read once.
-	Layout *exits.StatsLayout
+	Layout *StatsLayout
 }
 
 // Open gets the stats file of a VM or vCPU fd and parses its descriptors.
@@ -49,7 +42,7 @@ func Open(fd uintptr) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := exits.ParseStats(f)
+	l, err := ParseStats(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("parse stats of fd %d: %w", fd, err)
@@ -58,7 +51,7 @@ func Open(fd uintptr) (*File, error) {
 }
 
 // Snapshot reads the current values (one pread of the data block).
-func (s *File) Snapshot() (*exits.StatsSnapshot, error) {
+func (s *File) Snapshot() (*StatsSnapshot, error) {
 	snap, err := s.Layout.Read(s.f)
 	if err != nil {
 		return nil, fmt.Errorf("read stats %s: %w", s.Layout.ID, err)

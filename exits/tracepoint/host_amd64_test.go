@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/mvm-dev/mvm/exits"
-	"github.com/mvm-dev/mvm/internal/kvmstat"
+	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/exits/render"
+	"github.com/mvm-dev/mvm/exits/userspace"
 	"github.com/mvm-dev/mvm/internal/x86vm"
 )
 
@@ -56,9 +58,9 @@ func TestProfilerTinyVM(t *testing.T) {
 
 	// The userspace recorder, driven from the vCPU thread as the VMM's run
 	// loop will drive it.
-	schema := exits.NewSchema()
-	ioKey, _ := schema.Register(exits.KindOther, "IO")
-	hltKey, _ := schema.Register(exits.KindOther, "HLT")
+	schema := userspace.NewSchema()
+	ioKey, _ := schema.Register(userspace.KindOther, "IO")
+	hltKey, _ := schema.Register(userspace.KindOther, "HLT")
 	rec := schema.NewRecorder(0)
 	vm, err := x86vm.New(x86vm.Program{Port: testPort, Outs: outs, Halts: halts}, x86vm.Options{
 		Exit: func(reason uint32, d time.Duration) {
@@ -68,7 +70,7 @@ func TestProfilerTinyVM(t *testing.T) {
 			case x86vm.ExitHLT:
 				rec.Record(hltKey, d)
 			default:
-				rec.Record(exits.KindKey(exits.KindOf(reason)), d)
+				rec.Record(userspace.KindKey(userspace.KindOf(reason)), d)
 			}
 		},
 	})
@@ -117,7 +119,7 @@ func TestProfilerTinyVM(t *testing.T) {
 		t.Fatalf("guest did %+v", res)
 	}
 
-	deltas, err := exits.Delta(before, after)
+	deltas, err := kvmstat.Delta(before, after)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestProfilerTinyVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	vs := p.Aggregator().Snapshot()
-	tot := exits.TotalTrace(vs)
+	tot := Total(vs)
 	t.Logf("backend %s: userspace %+v; stats exits %d io_exits %d halt_exits %d; tracepoint samples: %d kvm_exit, %d kvm_entry, lost %d; event counters: %d kvm_exit, %d kvm_entry",
 		backend, res, d["exits"], d["io_exits"], d["halt_exits"], tot.Exits(), tot.Entries, tot.Lost, exitCount, entries)
 
@@ -183,16 +185,16 @@ func TestProfilerTinyVM(t *testing.T) {
 	}
 
 	// The report a user would get from this run.
-	rep := &exits.Report{PerVCPU: true}
-	rep.AddUserspace([]exits.RecorderSnapshot{rec.Snapshot()})
-	rep.AddKVMStats(exits.StatRows("0", deltas))
+	rep := &exits.Report{}
+	userspace.AddTo(rep, []userspace.RecorderSnapshot{rec.Snapshot()})
+	kvmstat.AddTo(rep, kvmstat.Rows("0", deltas))
 	if tot.Exits() > 0 {
-		rep.AddTracepoint(p.Namer(), vs)
+		AddTo(rep, p.Namer(), vs)
 	} else {
 		rep.SetSource(exits.SourceTracepoint, "", errNoSamples(backend))
 	}
 	var buf strings.Builder
-	if err := rep.WriteTable(&buf); err != nil {
+	if err := render.Table(&buf, rep, render.Options{PerVCPU: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + buf.String())

@@ -178,7 +178,7 @@ func TestProfilerDrainArm64(t *testing.T) {
 	}
 	code, _ := exit.Field("ret")
 	sub, _ := exit.Field("esr_ec")
-	p := &Profiler{sess: sess, agg: exits.NewTraceAggregator(namer), entry: entry, exit: exit, code: code, sub: sub}
+	p := &Profiler{sess: sess, agg: NewAggregator(namer), entry: entry, exit: exit, code: code, sub: sub}
 	p.agg.SetVCPU(4242, 3)
 
 	// Fill most of the ring and drain, so the next records wrap.
@@ -218,7 +218,7 @@ func TestProfilerDrainArm64(t *testing.T) {
 	if len(v) != 1 || v[0].VCPU != 3 {
 		t.Fatalf("snapshot %+v", v)
 	}
-	got := map[string]exits.TraceStats{}
+	got := map[string]ReasonStats{}
 	for _, r := range v[0].Reasons {
 		got[r.Reason] = r
 	}

@@ -1,0 +1,252 @@
+//go:build linux
+
+// Package profile runs the optional sources of an exit profile for one VM
+// and assembles the report: it opens the KVM stats files of the VM and
+// vCPU file descriptors and the kvm_entry/kvm_exit tracepoints of the vCPU
+// threads, takes the "before" numbers when the guest starts, and at the end
+// builds an exits.Report from them and from the userspace recorders'
+// snapshots. It is not tied to mvm's own VMM: any VM fd, vCPU fds and vCPU
+// thread ids will do.
+package profile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/exits/tracepoint"
+	"github.com/mvm-dev/mvm/exits/userspace"
+)
+
+// Config says what to profile.
+type Config struct {
+	// VMFd is the VM file descriptor, VCPUFds the vCPU file descriptors
+	// in vCPU order, TIDs the threads running them (same order).
+	VMFd    uintptr
+	VCPUFds []uintptr
+	TIDs    []int
+	// Sources limits the profile to these sources (exits.Source*); empty
+	// means all. The userspace source is the caller's recorders and is
+	// always present.
+	Sources []string
+	// Logger receives diagnostics (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Profile is one VM's optional profile sources. What cannot be opened is
+// recorded with its reason and reported, never fatal.
+type Profile struct {
+	log       *slog.Logger
+	statsErr  error
+	vmStats   *kvmstat.File
+	cpuStats  []*kvmstat.File
+	before    []*kvmstat.StatsSnapshot // [0] VM, [1+i] vCPU i
+	trace     *tracepoint.Profiler
+	traceErr  error
+	traceStop context.CancelFunc
+	traceDone chan struct{}
+	started   time.Time
+}
+
+// Open opens the KVM stats files and the tracepoint profiler (those in
+// cfg.Sources; all when empty).
+func Open(cfg Config) *Profile {
+	p := &Profile{log: cfg.Logger}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	want := func(name string) bool { return len(cfg.Sources) == 0 || slices.Contains(cfg.Sources, name) }
+	errNotAsked := errors.New("not requested (--profile-sources)")
+	if !want(exits.SourceKVMStats) {
+		p.statsErr = errNotAsked
+	} else if f, err := kvmstat.Open(cfg.VMFd); err != nil {
+		p.statsErr = fmt.Errorf("KVM_GET_STATS_FD: %w (needs Linux 5.14+)", err)
+	} else {
+		p.vmStats = f
+		for i, fd := range cfg.VCPUFds {
+			cf, err := kvmstat.Open(fd)
+			if err != nil {
+				p.statsErr = fmt.Errorf("KVM_GET_STATS_FD on vCPU %d: %w", i, err)
+				break
+			}
+			p.cpuStats = append(p.cpuStats, cf)
+		}
+	}
+	if !want(exits.SourceTracepoint) {
+		p.traceErr = errNotAsked
+		return p
+	}
+	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log})
+	if err != nil {
+		p.traceErr = err
+		return p
+	}
+	for i, tid := range cfg.TIDs {
+		if err := tp.Attach(i, tid); err != nil {
+			tp.Close()
+			p.traceErr = err
+			return p
+		}
+	}
+	p.trace = tp
+	return p
+}
+
+// Trace is the live tracepoint aggregate (nil without tracepoints), for
+// the metrics collector.
+func (p *Profile) Trace() *tracepoint.Aggregator {
+	if p == nil || p.trace == nil {
+		return nil
+	}
+	return p.trace.Aggregator()
+}
+
+// Start takes the "before" stats and starts draining tracepoints. Only the
+// first call counts.
+func (p *Profile) Start() {
+	if p == nil || !p.started.IsZero() {
+		return
+	}
+	p.started = time.Now()
+	if p.statsErr == nil && p.vmStats != nil {
+		p.before = p.snapshotStats()
+		if p.before == nil {
+			p.statsErr = errors.New("reading the KVM stats fds failed")
+		}
+	}
+	if p.trace != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.traceStop, p.traceDone = cancel, make(chan struct{})
+		go func() {
+			defer close(p.traceDone)
+			if err := p.trace.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				p.log.Warn("tracepoint profiler stopped", "err", err)
+			}
+		}()
+	}
+}
+
+func (p *Profile) snapshotStats() []*kvmstat.StatsSnapshot {
+	out := make([]*kvmstat.StatsSnapshot, 0, 1+len(p.cpuStats))
+	for _, f := range append([]*kvmstat.File{p.vmStats}, p.cpuStats...) {
+		s, err := f.Snapshot()
+		if err != nil {
+			p.log.Warn("read KVM stats", "err", err)
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// LiveStats returns fresh stats of the VM and each vCPU (the metrics
+// callback); nothing without the stats source.
+func (p *Profile) LiveStats() ([]kvmstat.Labeled, error) {
+	if p == nil || p.vmStats == nil || p.statsErr != nil {
+		return nil, nil
+	}
+	snaps := p.snapshotStats()
+	if snaps == nil {
+		return nil, errors.New("reading the KVM stats fds failed")
+	}
+	out := []kvmstat.Labeled{{VCPU: exits.VMVCPU, Snapshot: snaps[0]}}
+	for i, s := range snaps[1:] {
+		out = append(out, kvmstat.Labeled{VCPU: strconv.Itoa(i), Snapshot: s})
+	}
+	return out, nil
+}
+
+// Finish stops the tracepoint reader and builds the report from the
+// sources and the userspace recorders' snapshots. Call it after every vCPU
+// has stopped.
+func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
+	rep := &exits.Report{}
+	if !p.started.IsZero() {
+		rep.DurationNS = uint64(time.Since(p.started))
+	}
+	userspace.AddTo(rep, snaps)
+	p.addStats(rep)
+	if p.trace == nil {
+		rep.SetSource(exits.SourceTracepoint, "", p.traceErr)
+		return rep
+	}
+	if p.traceStop != nil {
+		p.traceStop()
+		<-p.traceDone
+	}
+	// Run drains a last time when stopped, but not when it failed early;
+	// an extra drain of empty rings costs nothing.
+	p.trace.Drain()
+	entries, exitN, _ := p.trace.Counts()
+	if entries == 0 && exitN == 0 && anyExits(snaps) {
+		// The kernel fired no kvm_exit for this VM (some KVM backends
+		// never do): say so rather than print nothing.
+		rep.SetSource(exits.SourceTracepoint, "", errors.New("the kernel emitted no kvm:kvm_exit events for this VM"))
+	} else {
+		tracepoint.AddTo(rep, p.trace.Namer(), p.trace.Aggregator().Snapshot())
+	}
+	return rep
+}
+
+func (p *Profile) addStats(rep *exits.Report) {
+	if p.statsErr != nil || p.before == nil {
+		err := p.statsErr
+		if err == nil {
+			err = errors.New("not read")
+		}
+		rep.SetSource(exits.SourceKVMStats, "", err)
+		return
+	}
+	after := p.snapshotStats()
+	if after == nil {
+		rep.SetSource(exits.SourceKVMStats, "", errors.New("reading the KVM stats fds at the end failed"))
+		return
+	}
+	var rows, cpuRows []exits.StatRow
+	for i := range after {
+		d, err := kvmstat.Delta(p.before[i], after[i])
+		if err != nil {
+			rep.SetSource(exits.SourceKVMStats, "", err)
+			return
+		}
+		label := exits.VMVCPU
+		if i > 0 {
+			label = strconv.Itoa(i - 1)
+			cpuRows = append(cpuRows, kvmstat.Rows(label, d)...)
+		}
+		rows = append(rows, kvmstat.Rows(label, d)...)
+	}
+	kvmstat.AddTo(rep, append(rows, kvmstat.TotalRows(cpuRows)...))
+}
+
+func anyExits(snaps []userspace.RecorderSnapshot) bool {
+	for _, s := range snaps {
+		for _, k := range s.Keys {
+			if k.Count > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Close releases the stats files and the tracepoint session.
+func (p *Profile) Close() {
+	if p == nil {
+		return
+	}
+	if p.trace != nil {
+		p.trace.Close()
+	}
+	for _, f := range append([]*kvmstat.File{p.vmStats}, p.cpuStats...) {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

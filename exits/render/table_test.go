@@ -1,0 +1,81 @@
+package render_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/exitstest"
+	"github.com/mvm-dev/mvm/exits/render"
+)
+
+func TestTable(t *testing.T) {
+	var buf bytes.Buffer
+	if err := render.Table(&buf, exitstest.Report(), render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"Exit profile over 12µs",
+		"userspace   used",
+		"tracepoint  used",
+		"VM exits from tracepoints, all vCPUs (arm64)",
+		"Time = guest time before the exit, kvm_entry -> kvm_exit (perf kvm stat on arm64)",
+		"Userspace exits, all vCPUs.",
+		"KVM stats of all vCPUs (sum)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	header := "Event name Samples Sample% Time (ns) Time% Mean Time (ns) Min (ns) Max (ns) Handle mean (ns)"
+	if n := strings.Count(strings.Join(strings.Fields(out), " "), header); n != 2 {
+		t.Errorf("%d table headers, want 2:\n%s", n, out)
+	}
+	if strings.Contains(out, " \n") {
+		t.Errorf("trailing blanks:\n%q", out)
+	}
+	if strings.Contains(out, "vCPU 1") {
+		t.Errorf("per-vCPU table without PerVCPU:\n%s", out)
+	}
+	// Sorted by samples: DABT_LOW (2) before HVC64 and IRQ (1 each).
+	if i, j := strings.Index(out, "DABT_LOW"), strings.Index(out, "HVC64"); i < 0 || j < i {
+		t.Errorf("not sorted by samples:\n%s", out)
+	}
+	// Userspace: MMIO/uart 4 of 7 samples.
+	if !strings.Contains(out, "MMIO/uart        4   57.14%") {
+		t.Errorf("uart row:\n%s", out)
+	}
+	if testing.Verbose() {
+		os.Stdout.WriteString(out)
+	}
+
+	buf.Reset()
+	rep := exitstest.Report()
+	rep.SetSource(exits.SourceTracepoint, "", errors.New("not root"))
+	if err := render.Table(&buf, rep, render.Options{PerVCPU: true}); err != nil {
+		t.Fatal(err)
+	}
+	out = buf.String()
+	for _, want := range []string{"Userspace exits, vCPU 0.", "Userspace exits, vCPU 1.", "KVM stats of vCPU 1", "tracepoint  unavailable  not root"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("per-vCPU table lacks %q:\n%s", want, out)
+		}
+	}
+	if testing.Verbose() {
+		os.Stdout.WriteString(out)
+	}
+}
+
+func TestTableWriteError(t *testing.T) {
+	if err := render.Table(failWriter{}, exitstest.Report(), render.Options{PerVCPU: true}); err == nil {
+		t.Error("table write error lost")
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
