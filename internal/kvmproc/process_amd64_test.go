@@ -16,8 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mvm-dev/mvm/exits"
-	"github.com/mvm-dev/mvm/internal/kvmstat"
+	"github.com/mvm-dev/mvm/exits/kvmstat"
 	"github.com/mvm-dev/mvm/internal/x86vm"
 )
 
@@ -161,7 +160,7 @@ func TestForeignVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout, err := exits.ParseStats(sf)
+	layout, err := kvmstat.ParseStats(sf)
 	if err != nil {
 		t.Fatal(err)
 	}
