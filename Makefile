@@ -20,8 +20,19 @@ GO_SRC    := $(shell find . -name '*.go' -not -path './.cache/*' -not -path './o
 HOST_ARCH := $(shell uname -m)
 NATIVE    := $(if $(and $(filter aarch64 arm64,$(HOST_ARCH)),$(wildcard /dev/kvm)),yes,)
 
+# Kernel modules from the lab kernel's package (lab/fetch.sh keeps them
+# decompressed): the guests' virtio drivers, and tun for the lab machine.
+MODULES   := virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun
+MODULE_FILES := $(patsubst %,$(CACHE)/modules/%.ko,$(MODULES))
+# The ext4 root image of the virtio tests, made on this host with mkfs.ext4 -d.
+ROOTFS    := $(OUT)/lab/root.ext4
+
 # Files the integration tests find through MVM_* environment variables.
-LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
+LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox $(ROOTFS)
+LAB_ADD   := $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
+	$(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f)))
+LAB_ENV   := MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox \
+	MVM_MODULES=/lab/modules MVM_ROOTFS=/lab/root.ext4
 # QEMU for arm64 (qemu-system-aarch64 with its libraries, 70 MB, lab/fetch-qemu.sh),
 # the VMM that mvm profile's tests profile. It goes into the lab only when the
 # tests run need it (all of them, or a LAB_RUN that names QEMU): LAB_QEMU=yes|no
@@ -65,11 +76,18 @@ lab-deps:
 	@bash lab/host-deps.sh
 
 # Debian trixie's arm64 kernel and busybox, downloaded once into $(CACHE).
-lab-fetch: $(CACHE)/vmlinuz $(QEMU_CPIO)
-$(CACHE)/vmlinuz $(CACHE)/busybox: | lab-deps
+lab-fetch: $(CACHE)/vmlinuz $(MODULE_FILES) $(QEMU_CPIO)
+$(CACHE)/vmlinuz $(CACHE)/busybox $(MODULE_FILES): | lab-deps
 	bash lab/fetch.sh $(CACHE)
 $(QEMU_CPIO): | lab-deps
 	bash lab/fetch-qemu.sh $(CACHE)
+
+$(ROOTFS): guest/rootfs/sbin/init $(CACHE)/busybox | lab-deps
+	rm -rf $(OUT)/lab/rootfs && mkdir -p $(OUT)/lab/rootfs/bin $(OUT)/lab/rootfs/dev \
+	  $(OUT)/lab/rootfs/proc $(OUT)/lab/rootfs/sys $(OUT)/lab/rootfs/tmp
+	cp -r guest/rootfs/sbin $(OUT)/lab/rootfs/
+	cp $(CACHE)/busybox $(OUT)/lab/rootfs/bin/busybox
+	rm -f $@ && mkfs.ext4 -q -F -L mvmroot -d $(OUT)/lab/rootfs $@ 16M
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
@@ -81,15 +99,16 @@ unit: vet | lab-deps
 
 # The integration tests, in the lab or natively.
 ifeq ($(NATIVE),yes)
-lab-test: $(LAB_FILES)
+lab-test: $(LAB_FILES) $(MODULE_FILES)
 	MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
 	MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
+	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) \
 	$(OUT)/arm64/integration.test -test.v -test.run '$(LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
 else
-lab-test: $(LAB_FILES) $(LAB_CPIO) | lab-deps
+lab-test: $(LAB_FILES) $(MODULE_FILES) $(LAB_CPIO) | lab-deps
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) \
-	  $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(LAB_CPIO),-cpio $(f)) \
-	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox /lab/integration.test -test.v -test.run "$(LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
+	  $(LAB_ADD) $(foreach f,$(LAB_CPIO),-cpio $(f)) \
+	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )$(LAB_ENV) /lab/integration.test -test.v -test.run "$(LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
 endif
 
 test: unit lab-test

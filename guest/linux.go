@@ -12,7 +12,11 @@ import (
 // name=value parameters to init's environment):
 //
 //	mvm.delay_ms=N   sleep N ms before the userspace marker (A/B tests)
+//	mvm.root=DEV     after loading the modules, mount DEV (ext4, read-only)
+//	                 and switch_root to its /sbin/init
 //	mvm.cmd=...      not supported: use the script file /mvm-cmd if present
+//
+// Modules listed in /lib/modules/mvm/order (AddModules) are loaded first.
 const TestInit = `#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /bin /sbin /usr/bin /usr/sbin /tmp
 /bin/busybox --install -s
@@ -23,6 +27,22 @@ delay=$(sed -n 's/.*mvm.delay_ms=\([0-9]*\).*/\1/p' /proc/cmdline)
 if [ -n "$delay" ]; then usleep $((delay * 1000)); fi
 # Userspace reached: code 0x41 to mvm's boot-marker device.
 devmem 0x09010000 8 0x41 2>/dev/null || echo "mvm-guest: boot marker write failed"
+if [ -f /lib/modules/mvm/order ]; then
+	for m in $(cat /lib/modules/mvm/order); do
+		insmod /lib/modules/mvm/$m || echo "mvm-guest: insmod $m failed"
+	done
+fi
+root=$(sed -n 's/.*mvm.root=\([^ ]*\).*/\1/p' /proc/cmdline)
+if [ -n "$root" ]; then
+	i=0
+	while [ ! -b "$root" ] && [ $i -lt 50 ]; do usleep 100000; i=$((i + 1)); done
+	mkdir -p /newroot
+	if mount -t ext4 -o ro "$root" /newroot; then
+		mount --move /dev /newroot/dev 2>/dev/null
+		exec switch_root /newroot /sbin/init
+	fi
+	echo "mvm-guest: cannot switch to root $root"
+fi
 echo "mvm-guest: nproc $(nproc)"
 echo "mvm-guest: online $(cat /sys/devices/system/cpu/online)"
 # The kernel's bring-up line, reworded so console markers that watch for
@@ -42,6 +62,30 @@ func TestInitramfs(busyboxPath string) ([]byte, error) {
 	}
 	if err := a.AddFile("init", []byte(TestInit), 0o755); err != nil {
 		return nil, err
+	}
+	return a.Gzip()
+}
+
+// TestInitramfsWith is TestInitramfs plus the kernel modules names from
+// modulesDir (see AddModules; none when names is empty) and, if cmd is not
+// empty, the shell script /mvm-cmd that TestInit runs.
+func TestInitramfsWith(busyboxPath, modulesDir string, names []string, cmd string) ([]byte, error) {
+	a := NewInitramfs()
+	if err := a.AddHostFile("bin/busybox", busyboxPath); err != nil {
+		return nil, fmt.Errorf("test initramfs: %w", err)
+	}
+	if err := a.AddFile("init", []byte(TestInit), 0o755); err != nil {
+		return nil, err
+	}
+	if len(names) > 0 {
+		if err := a.AddModules(modulesDir, names); err != nil {
+			return nil, err
+		}
+	}
+	if cmd != "" {
+		if err := a.AddFile("mvm-cmd", []byte("#!/bin/busybox sh\n"+cmd+"\n"), 0o755); err != nil {
+			return nil, err
+		}
 	}
 	return a.Gzip()
 }

@@ -92,9 +92,8 @@ func oneLineError(t testing.TB, r result, wantCode int, wantSubstr string) {
 	}
 }
 
-// publicCopy copies a host file into a fresh world-readable directory, so
-// the unprivileged user can read it, and returns the copy's path.
-func publicCopy(t testing.TB, src string) string {
+// publicDir is a fresh world-writable directory, removed after the test.
+func publicDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "mvm-public-")
 	if err != nil {
@@ -104,11 +103,18 @@ func publicCopy(t testing.TB, src string) string {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// publicCopy copies a host file into a fresh world-readable directory, so
+// the unprivileged user can read it, and returns the copy's path.
+func publicCopy(t testing.TB, src string) string {
+	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(dir, filepath.Base(src))
+	dst := filepath.Join(publicDir(t), filepath.Base(src))
 	if err := os.WriteFile(dst, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -3,23 +3,35 @@
 # busybox-static:arm64 into CACHE_DIR with a private apt configuration, so the
 # host's own apt sources, lists and architectures stay untouched.
 #
-# Result: CACHE_DIR/vmlinuz (plain arm64 Image) and CACHE_DIR/busybox (static).
-# Re-running with both present is a no-op.
+# Result: CACHE_DIR/vmlinuz (plain arm64 Image), CACHE_DIR/busybox (static) and
+# CACHE_DIR/modules/*.ko: the kernel's modules that mvm's guests (virtio) and the
+# lab machine (tun) load, decompressed, from the same kernel package as vmlinuz.
+# Re-running with all present is a no-op; a cache from before the modules were
+# kept gets them from the package of its cached kernel version.
 set -euo pipefail
 
 cache=${1:?usage: fetch.sh CACHE_DIR}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
-if [[ -s $cache/vmlinuz && -s $cache/busybox ]]; then
+# Modules kept (file names in the package, without .ko.xz).
+modules=(virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun)
+if [[ -s $cache/vmlinuz && -s $cache/busybox && -f $cache/modules/.complete ]]; then
 	exit 0
 fi
+command -v xz >/dev/null || { echo "lab: xz is missing (install xz-utils; make lab-deps does)" >&2; exit 1; }
 
 . "$(dirname "$0")/apt.sh"
 lab_apt_update
 
-# The newest 6.12 cloud kernel image package that trixie lists.
-kpkg=$(apt-cache "${opts[@]}" pkgnames linux-image-6.12 2>/dev/null |
-	grep -E '^linux-image-6\.12\.[^ ]*-cloud-arm64$' | sort -V | tail -n1 || true)
+# The kernel already cached, if trixie still lists it (so modules match it);
+# else the newest 6.12 cloud kernel image package that trixie lists.
+listed=$(apt-cache "${opts[@]}" pkgnames linux-image-6.12 2>/dev/null |
+	grep -E '^linux-image-6\.12\.[^ ]*-cloud-arm64$' | sort -V || true)
+kpkg=$(tail -n1 <<<"$listed")
+if [[ -s $cache/vmlinuz && -s $cache/kernel-version ]]; then
+	cached=linux-image-$(sed 's/^vmlinuz-//' "$cache/kernel-version")
+	if grep -qxF -- "$cached" <<<"$listed"; then kpkg=$cached; fi
+fi
 if [[ -z $kpkg ]]; then
 	echo "lab: no linux-image-6.12.*-cloud-arm64 package in trixie's lists" >&2
 	exit 1
@@ -45,5 +57,17 @@ mv "$cache/vmlinuz.tmp" "$cache/vmlinuz"
 cp "$bb" "$cache/busybox.tmp"
 mv "$cache/busybox.tmp" "$cache/busybox"
 basename "$k" >"$cache/kernel-version"
+mods=$cache/modules.tmp.$$
+rm -rf "$mods" && mkdir -p "$mods"
+for m in "${modules[@]}"; do
+	ko=$(find "$x/usr/lib/modules" -name "$m.ko.xz" | head -n1)
+	if [[ -z $ko ]]; then
+		echo "lab: the kernel package has no module $m" >&2
+		exit 1
+	fi
+	xz -dc "$ko" >"$mods/$m.ko"
+done
+touch "$mods/.complete"
+rm -rf "$cache/modules" && mv "$mods" "$cache/modules"
 rm -rf "$x" "$apt/deb"
-echo "lab: cached $(cat "$cache/kernel-version") and busybox in $cache" >&2
+echo "lab: cached $(cat "$cache/kernel-version"), its modules and busybox in $cache" >&2

@@ -8,6 +8,8 @@ command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
 command -v cpio >/dev/null || need+=(cpio)
 command -v aarch64-linux-gnu-as >/dev/null || need+=(binutils-aarch64-linux-gnu)
 command -v dtc >/dev/null || need+=(device-tree-compiler)
+command -v xz >/dev/null || need+=(xz-utils)
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v apt-get >/dev/null || { [[ ${#need[@]} -eq 0 ]] && exit 0; echo "lab: missing ${need[*]} and no apt-get to install them" >&2; exit 1; }
 [[ ${#need[@]} -eq 0 ]] && exit 0
 

@@ -83,6 +83,8 @@ mount -t tmpfs tmp /tmp
 mount -t devpts devpts /dev/pts
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+# tun (for the virtio-net tests' tap) is a module of the lab kernel.
+[ -f /lab/modules/tun.ko ] && insmod /lab/modules/tun.ko
 export PATH=/lab:/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp TMPDIR=/tmp
 cd /lab
 echo "lab: $(uname -r), $(nproc) CPUs, kvm: $(ls /dev/kvm 2>&1)"

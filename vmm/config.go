@@ -86,6 +86,12 @@ type Config struct {
 	// HOST:PORT while the VM runs.
 	MetricsAddr string
 
+	// Disks are virtio-blk devices (/dev/vda, /dev/vdb, ... in order),
+	// Nets virtio-net devices on taps; RNG adds a virtio-rng device.
+	Disks []Disk
+	Nets  []NetDevice
+	RNG   bool
+
 	Logger *slog.Logger
 	// Start is when the VMM started (process start) for the vmm_setup
 	// phase; zero means when New is called.
@@ -118,7 +124,7 @@ func (c *Config) Validate() error {
 	if _, err := ParseResetAction(string(c.OnReset)); err != nil {
 		return err
 	}
-	return nil
+	return c.validateVirtio()
 }
 
 // ParseSize parses a memory size: a number of bytes, or a number with a

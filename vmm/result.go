@@ -27,6 +27,9 @@ type Result struct {
 	Timeline Timeline
 	// UnmappedAccesses counts guest MMIO to addresses with no device.
 	UnmappedAccesses uint64
+	// VirtioProblems counts driver errors the virtio devices saw (each
+	// kind logged once).
+	VirtioProblems uint64
 	// PSCI is the PSCI mode the run used (user or kernel).
 	PSCI PSCIMode
 	// Memory is measured when the guest stops, before anything is freed.

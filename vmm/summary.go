@@ -24,6 +24,7 @@ type Summary struct {
 	ConsoleNS map[string]int64 `json:"console_marks_ns"`
 	Memory    MemorySummary    `json:"memory"`
 	Unmapped  uint64           `json:"unmapped_accesses"`
+	Virtio    uint64           `json:"virtio_problems"`
 	// Profile is the exit profile (mvm run --profile), as its JSON.
 	Profile *exits.Report `json:"profile,omitempty"`
 }
@@ -59,6 +60,7 @@ func (r Result) Summary() Summary {
 		ConsoleNS: map[string]int64{},
 		Memory:    MemorySummary{r.Memory.RSS, r.Memory.GuestResident, r.Memory.Overhead(), r.Memory.PrivateOverhead()},
 		Unmapped:  r.UnmappedAccesses,
+		Virtio:    r.VirtioProblems,
 		Profile:   r.Profile,
 	}
 	if r.Err != nil {

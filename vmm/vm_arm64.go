@@ -42,6 +42,7 @@ type VM struct {
 	marker  *devices.Marker
 	rtc     *devices.PL031
 	watcher *consoleWatcher
+	virtio  []*virtioSlot
 
 	cpus    []*cpuThread
 	pm      *psci.Machine // PSCI user mode only
@@ -108,6 +109,9 @@ func (m *VM) build() error {
 	if m.bootPlan, err = prepare(m.cfg); err != nil {
 		return err
 	}
+	if err := m.openVirtio(); err != nil {
+		return err
+	}
 	if m.sys, err = kvm.Open(); err != nil {
 		return err
 	}
@@ -136,6 +140,9 @@ func (m *VM) build() error {
 		return err
 	}
 	if err := m.createDevices(); err != nil {
+		return err
+	}
+	if err := m.attachVirtio(); err != nil {
 		return err
 	}
 	if err := m.setupProfile(); err != nil {
@@ -358,6 +365,7 @@ func (m *VM) deviceTree() ([]byte, error) {
 		UART:       UARTNode{Base: UARTBase, Size: UARTSize, SPI: UARTSPI, ClockHz: 1843200},
 		RTC:        RTCNode{Base: RTCBase, Size: RTCSize, SPI: RTCSPI},
 		BootArgs:   m.cfg.Cmdline,
+		VirtioMMIO: m.virtioNodes(),
 	}
 	for _, t := range m.cpus {
 		dt.CPUs = append(dt.CPUs, t.v.MPIDR())
@@ -434,6 +442,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res.Timeline.ConsoleMarks = m.watcher.marks()
 	res.Timeline.Start = m.cfg.Start
 	res.UnmappedAccesses = m.unmappedCount.Load()
+	res.VirtioProblems = m.virtioProblems()
 	return res, nil
 }
 
@@ -545,6 +554,7 @@ func (m *VM) reboot() error {
 	m.marker.Reset()
 	m.rtc.Reset()
 	m.watcher.reset()
+	m.resetVirtio()
 	m.mu.Lock()
 	m.timeline.FirstRun = time.Time{}
 	m.timeline.UserspaceMark = time.Time{}
@@ -607,6 +617,10 @@ func (m *VM) Close() error {
 	m.prof.close()
 	if m.metrics != nil {
 		m.metrics.stop()
+	}
+	// Devices stop (and disks sync) before the RAM they use goes away.
+	if err := m.closeVirtio(); err != nil {
+		m.log.Error("closing virtio devices", "err", err)
 	}
 	if m.ram != nil {
 		m.ram.close()

@@ -41,6 +41,8 @@ type runFlags struct {
 	perVCPU          bool
 	profileSources   []string
 	metricsAddr      string
+	disks, nets      []string
+	rng              bool
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -63,6 +65,9 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.perVCPU, "per-vcpu", false, "profile tables per vCPU as well as the total")
 	fl.StringSliceVar(&f.profileSources, "profile-sources", nil, "limit --profile to these sources: userspace, kvm_stats, tracepoint (default: all the host allows; tracepoints cost the most)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while the VM runs")
+	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk PATH[,ro] on a raw image (repeatable: /dev/vda, /dev/vdb, ... in order); ro refuses guest writes")
+	fl.StringArrayVar(&f.nets, "net", nil, "virtio-net NIC tap=NAME[,mac=MAC] on an existing tap device (repeatable); default MAC derived from the tap name")
+	fl.BoolVar(&f.rng, "rng", true, "virtio-rng entropy device fed from the host's getrandom (--rng=false to leave it out)")
 }
 
 // config turns the flags into a vmm.Config (without the console).
@@ -99,6 +104,21 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 			return vmm.Config{}, usageError{fmt.Errorf("--profile-sources: unknown source %q: use userspace, kvm_stats or tracepoint", src)}
 		}
 	}
+	for _, spec := range f.disks {
+		d, err := vmm.ParseDisk(spec)
+		if err != nil {
+			return cfg, usageError{err}
+		}
+		cfg.Disks = append(cfg.Disks, d)
+	}
+	for _, spec := range f.nets {
+		n, err := vmm.ParseNet(spec)
+		if err != nil {
+			return cfg, usageError{err}
+		}
+		cfg.Nets = append(cfg.Nets, n)
+	}
+	cfg.RNG = f.rng
 	for _, spec := range f.markers {
 		mk, err := vmm.ParseConsoleMarker(spec)
 		if err != nil {
@@ -128,10 +148,21 @@ the host kernel allows it (Linux 6.4+), else by KVM.
 
 Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
 1 when it crashes or a vCPU fails; 2 for bad arguments; 130/143 on
-SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest.`,
+SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest.
+
+Devices (virtio-mmio, docs/devices.md): --disk PATH[,ro] adds a virtio-blk
+disk on a raw image (the guest sees /dev/vda, /dev/vdb, ... in flag order;
+guest flushes reach the file with fdatasync; an image another mvm has open
+writable is refused); --net tap=NAME[,mac=MAC] a virtio-net NIC on an
+existing tap; a virtio-rng entropy device is there unless --rng=false. The
+guest kernel needs virtio_mmio and the device drivers (built in or loaded).`,
 		Example: `  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \
       --append "rdinit=/init quiet"
+
+  # Root on an ext4 disk, a second disk read-only, networking on tap0:
+  mvm run --kernel vmlinuz --initrd initrd.gz --disk root.ext4 \
+      --disk data.img,ro --net tap=tap0 --append "root=/dev/vda rw"
 
   # Run a bare-metal payload (flat binary, entered at the start of RAM):
   mvm run --kernel hello.bin --console file:out.log`,

@@ -1,0 +1,188 @@
+//go:build linux
+
+package virtio
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	hvirtio "github.com/c35s/hype/virtio"
+)
+
+func blkHeader(typ uint32, sector uint64) []byte {
+	h := make([]byte, 16)
+	binary.LittleEndian.PutUint32(h, typ)
+	binary.LittleEndian.PutUint64(h[8:], sector)
+	return h
+}
+
+func tempImage(t *testing.T, size int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "disk.img")
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i / 512)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const allFeatures = ^uint64(0)
+
+func TestBlockReadWriteFlush(t *testing.T) {
+	p := tempImage(t, 64<<10)
+	b, err := OpenDisk("virtio-blk0", p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDriver(t, b, 16, allFeatures)
+	var cfg [8]byte
+	d.tr.Read(regConfig, cfg[:])
+	if got := binary.LittleEndian.Uint64(cfg[:]); got != 128 {
+		t.Errorf("capacity %d sectors, want 128", got)
+	}
+	if d.r32(regDeviceID) != uint32(hvirtio.BlockDeviceID) {
+		t.Errorf("device ID %d", d.r32(regDeviceID))
+	}
+
+	// Read sectors 3..4 with the data split over two descriptors.
+	addrs := d.submit(0, buf{data: blkHeader(blkTIn, 3)}, buf{data: make([]byte, 512), write: true},
+		buf{data: make([]byte, 512), write: true}, buf{data: []byte{0xff}, write: true})
+	_, n := d.waitUsed(0)
+	if n != 1025 {
+		t.Errorf("read used len %d, want 1025", n)
+	}
+	if st := d.ram.at(addrs[3], 1)[0]; st != blkSOK {
+		t.Fatalf("read status %d", st)
+	}
+	if got := d.ram.at(addrs[1], 512); !bytes.Equal(got, bytes.Repeat([]byte{3}, 512)) {
+		t.Errorf("sector 3 read back %v...", got[:4])
+	}
+	if got := d.ram.at(addrs[2], 512); !bytes.Equal(got, bytes.Repeat([]byte{4}, 512)) {
+		t.Errorf("sector 4 read back %v...", got[:4])
+	}
+
+	// Write sector 7, flush, and find it in the file.
+	pattern := bytes.Repeat([]byte("mvm!"), 128)
+	addrs = d.submit(0, buf{data: blkHeader(blkTOut, 7)}, buf{data: pattern}, buf{data: []byte{0xff}, write: true})
+	d.waitUsed(0)
+	if st := d.ram.at(addrs[2], 1)[0]; st != blkSOK {
+		t.Fatalf("write status %d", st)
+	}
+	addrs = d.submit(0, buf{data: blkHeader(blkTFlush, 0)}, buf{data: []byte{0xff}, write: true})
+	d.waitUsed(0)
+	if st := d.ram.at(addrs[1], 1)[0]; st != blkSOK {
+		t.Fatalf("flush status %d", st)
+	}
+	file, _ := os.ReadFile(p)
+	if !bytes.Equal(file[7*512:8*512], pattern) {
+		t.Errorf("sector 7 of the file is not what the guest wrote")
+	}
+
+	// Past the end, and an unknown type.
+	addrs = d.submit(0, buf{data: blkHeader(blkTIn, 127)}, buf{data: make([]byte, 1024), write: true}, buf{data: []byte{0xff}, write: true})
+	d.waitUsed(0)
+	if st := d.ram.at(addrs[2], 1)[0]; st != blkSIOErr {
+		t.Errorf("read past the end: status %d, want IOERR", st)
+	}
+	addrs = d.submit(0, buf{data: blkHeader(99, 0)}, buf{data: []byte{0xff}, write: true})
+	d.waitUsed(0)
+	if st := d.ram.at(addrs[1], 1)[0]; st != blkSUnsupp {
+		t.Errorf("unknown type: status %d, want UNSUPP", st)
+	}
+	// Serial number.
+	addrs = d.submit(0, buf{data: blkHeader(blkTGetID, 0)}, buf{data: make([]byte, 20), write: true}, buf{data: []byte{0xff}, write: true})
+	d.waitUsed(0)
+	if got := strings.TrimRight(string(d.ram.at(addrs[1], 20)), "\x00"); got != "virtio-blk0" {
+		t.Errorf("serial %q", got)
+	}
+	if d.tr.Problems() != 0 {
+		t.Errorf("%d problems counted for a well-behaved driver", d.tr.Problems())
+	}
+}
+
+func TestBlockReadOnly(t *testing.T) {
+	p := tempImage(t, 8<<10)
+	before, _ := os.ReadFile(p)
+	b, err := OpenDisk("virtio-blk0", p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Features()&blkFRO == 0 {
+		t.Fatal("read-only disk does not offer VIRTIO_BLK_F_RO")
+	}
+	d := newTestDriver(t, b, 8, allFeatures)
+	addrs := d.submit(0, buf{data: blkHeader(blkTOut, 0)}, buf{data: make([]byte, 512)}, buf{data: []byte{0xff}, write: true})
+	d.waitUsed(0)
+	if st := d.ram.at(addrs[2], 1)[0]; st != blkSIOErr {
+		t.Errorf("write to ro disk: status %d, want IOERR", st)
+	}
+	d.tr.Close()
+	after, _ := os.ReadFile(p)
+	if !bytes.Equal(before, after) {
+		t.Error("read-only image changed")
+	}
+}
+
+func TestOpenDiskErrors(t *testing.T) {
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "odd.img")
+	os.WriteFile(odd, make([]byte, 1000), 0o644)
+	empty := filepath.Join(dir, "empty.img")
+	os.WriteFile(empty, nil, 0o644)
+	for _, c := range []struct{ path, want string }{
+		{filepath.Join(dir, "missing.img"), "does not exist"},
+		{dir, "is a directory"},
+		{odd, "not a non-zero multiple of 512"},
+		{empty, "not a non-zero multiple of 512"},
+		{"/dev/null", "not a regular file"},
+	} {
+		_, err := OpenDisk("d", c.path, false)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("OpenDisk(%s) = %v, want an error with %q", c.path, err, c.want)
+		}
+	}
+}
+
+func TestOpenDiskLock(t *testing.T) {
+	p := tempImage(t, 4096)
+	a, err := OpenDisk("a", p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenDisk("b", p, false); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("second writer: %v, want 'in use'", err)
+	}
+	if _, err := OpenDisk("b", p, true); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("reader while a writer holds it: %v, want 'in use'", err)
+	}
+	a.Close()
+	r1, err := OpenDisk("r1", p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	r2, err := OpenDisk("r2", p, true)
+	if err != nil {
+		t.Fatalf("two readers: %v", err)
+	}
+	r2.Close()
+}
+
+func TestRNG(t *testing.T) {
+	d := newTestDriver(t, NewRNG(), 8, allFeatures)
+	addrs := d.submit(0, buf{data: make([]byte, 64), write: true})
+	_, n := d.waitUsed(0)
+	if n != 64 {
+		t.Fatalf("rng used len %d, want 64", n)
+	}
+	if bytes.Equal(d.ram.at(addrs[0], 64), make([]byte, 64)) {
+		t.Error("rng left the buffer zero")
+	}
+}

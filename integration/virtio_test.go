@@ -1,0 +1,235 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mvm-dev/mvm/guest"
+)
+
+// virtioInitrd writes a test initramfs with the virtio modules and cmd as
+// /mvm-cmd, and returns its path.
+func virtioInitrd(t *testing.T, cmd string) string {
+	t.Helper()
+	blob, err := guest.TestInitramfsWith(env(t, "MVM_BUSYBOX"), env(t, "MVM_MODULES"), guest.VirtioModules, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "initrd.gz")
+	if err := os.WriteFile(p, blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// randomFile writes n random bytes to dir/name.
+func randomFile(t *testing.T, dir, name string, n int) string {
+	t.Helper()
+	data := make([]byte, n)
+	rand.Read(data)
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func sha256File(t *testing.T, path string, off, n int64) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	var r io.Reader = f
+	if n >= 0 {
+		r = io.NewSectionReader(f, off, n)
+	}
+	if _, err := io.Copy(h, r); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func field(t *testing.T, out, re string) string {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
+	if m == nil {
+		t.Errorf("guest output has no match for %q", re)
+		return ""
+	}
+	return m[1]
+}
+
+// diskGuestCmd is what the guest of TestVirtioDisk does: read the ext4
+// disk, write and flush random data to the raw one, try to write the
+// read-only one, read the rng.
+const diskGuestCmd = `
+mkdir -p /mnt
+mount -t ext4 -o ro /dev/vda /mnt && echo "mvm-test: ext4 busybox $(sha256sum /mnt/bin/busybox | cut -d' ' -f1)"
+echo "mvm-test: vdb size $(blockdev --getsize64 /dev/vdb) ro $(blockdev --getro /dev/vdb)"
+echo "mvm-test: vdc ro $(blockdev --getro /dev/vdc)"
+head -c 8192 /dev/urandom >/tmp/data
+dd if=/tmp/data of=/dev/vdb bs=4096 seek=3 conv=fsync 2>/dev/null && echo "mvm-test: flushed $(sha256sum /tmp/data | cut -d' ' -f1)"
+if dd if=/dev/zero of=/dev/vdc bs=512 count=1 conv=fsync 2>/dev/null; then echo "mvm-test: ro write ok"; else echo "mvm-test: ro write failed"; fi
+echo "mvm-test: rng $(cat /sys/class/misc/hw_random/rng_current)"
+echo "mvm-test: rngbytes $(head -c 32 /dev/hwrng | hexdump -v -e '/1 "%02x"')"
+`
+
+// TestVirtioDisk boots Linux with an ext4 disk made on the host (read-only),
+// a raw disk and a read-only raw disk, plus the rng: the guest reads the
+// ext4 file system, writes and flushes the raw disk (the data is in the
+// host file after power-off), cannot write the read-only disk (its file is
+// byte-identical afterwards), and gets random bytes.
+func TestVirtioDisk(t *testing.T) {
+	dir := t.TempDir()
+	root := publicCopy(t, env(t, "MVM_ROOTFS"))
+	scratch := filepath.Join(dir, "scratch.img")
+	if err := os.WriteFile(scratch, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ro := randomFile(t, dir, "ro.img", 64<<10)
+	rootSum, roSum := sha256File(t, root, 0, -1), sha256File(t, ro, 0, -1)
+
+	r := mvm(t, 3*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, diskGuestCmd),
+		"--memory", "256M", "--append", "quiet", "--disk", root+",ro", "--disk", scratch, "--disk", ro+",ro")
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	out := r.stdout
+	if got, want := field(t, out, `mvm-test: ext4 busybox ([0-9a-f]+)`), sha256File(t, env(t, "MVM_BUSYBOX"), 0, -1); got != want {
+		t.Errorf("busybox read from the ext4 disk hashes to %s, the host's to %s", got, want)
+	}
+	if got := field(t, out, `mvm-test: vdb size (\d+ ro \d)`); got != "1048576 ro 0" {
+		t.Errorf("vdb: size and ro %q, want 1048576 ro 0", got)
+	}
+	if got := field(t, out, `mvm-test: vdc ro (\d)`); got != "1" {
+		t.Errorf("vdc (ro) reports ro %q", got)
+	}
+	if got := field(t, out, `mvm-test: flushed ([0-9a-f]+)`); got != sha256File(t, scratch, 3*4096, 8192) {
+		t.Errorf("the blocks the guest flushed are not in the host file after power-off")
+	}
+	if !strings.Contains(out, "mvm-test: ro write failed") {
+		t.Errorf("a write to the read-only disk did not fail:\n%s", out)
+	}
+	if sha256File(t, ro, 0, -1) != roSum || sha256File(t, root, 0, -1) != rootSum {
+		t.Error("a read-only disk image changed")
+	}
+	if got := field(t, out, `mvm-test: rng (\S+)`); !strings.HasPrefix(got, "virtio_rng") {
+		t.Errorf("hw_random current source %q, want virtio_rng.N", got)
+	}
+	b := field(t, out, `mvm-test: rngbytes ([0-9a-f]*)`)
+	if len(b) != 64 || b == strings.Repeat("0", 64) {
+		t.Errorf("rng gave %q, want 32 non-zero bytes", b)
+	}
+}
+
+// TestVirtioRootDiskSIGTERM boots with its root on the ext4 disk (the
+// initramfs loads the modules and switch_roots); the root's init writes and
+// flushes blocks of a second disk, then mvm is stopped with SIGTERM: the
+// flushed blocks are in the host file.
+func TestVirtioRootDiskSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	root := publicCopy(t, env(t, "MVM_ROOTFS"))
+	scratch := filepath.Join(dir, "scratch.img")
+	if err := os.WriteFile(scratch, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(env(t, "MVM_BIN"), "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, ""),
+		"--memory", "256M", "--append", "quiet mvm.root=/dev/vda", "--disk", root+",ro", "--disk", scratch, "--rng=false")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(3*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	var out strings.Builder
+	flushed := ""
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(&out, line)
+		if m := regexp.MustCompile(`mvm-root: flushed ([0-9a-f]+)`).FindStringSubmatch(line); m != nil {
+			flushed = m[1]
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	err = cmd.Wait()
+	code := cmd.ProcessState.ExitCode()
+	if flushed == "" {
+		t.Fatalf("the guest never reported its flush (exit %d, %v)\nstdout:\n%s\nstderr:\n%s", code, err, out.String(), stderr.String())
+	}
+	if !strings.Contains(out.String(), "mvm-root: root /dev/root ext4") && !strings.Contains(out.String(), "mvm-root: root /dev/vda ext4") {
+		t.Errorf("the switched root is not the ext4 disk:\n%s", out.String())
+	}
+	if code != 143 {
+		t.Errorf("exit status %d after SIGTERM, want 143\nstderr:\n%s", code, stderr.String())
+	}
+	if got := sha256File(t, scratch, 16*512, 4096); got != flushed {
+		t.Errorf("the blocks flushed before SIGTERM are not in the host file (hash %s, guest wrote %s)", got, flushed)
+	}
+}
+
+// TestVirtioBadInput: each bad device option is one line and a non-zero
+// exit, before any guest runs.
+func TestVirtioBadInput(t *testing.T) {
+	kernel := payload(t, "hello.bin")
+	dir := publicDir(t)
+	unwritable := filepath.Join(dir, "unwritable.img")
+	if err := os.WriteFile(unwritable, make([]byte, 4096), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	odd := filepath.Join(dir, "odd.img")
+	os.WriteFile(odd, make([]byte, 1000), 0o644)
+	many := []string{"run", "--kernel", kernel}
+	for range 32 {
+		many = append(many, "--disk", odd)
+	}
+	for _, c := range []struct {
+		name   string
+		nobody bool
+		code   int
+		want   string
+		args   []string
+	}{
+		{"missing", false, 1, "does not exist", []string{"--disk", filepath.Join(dir, "nope.img")}},
+		{"directory", false, 1, "is a directory", []string{"--disk", dir}},
+		{"size", false, 1, "multiple of 512", []string{"--disk", odd}},
+		{"unwritable", true, 1, "not writable", []string{"--disk", unwritable}},
+		{"disk-option", false, 2, "unknown option", []string{"--disk", odd + ",rx"}},
+		{"net-spec", false, 2, "KEY=VALUE", []string{"--net", "tap0"}},
+		{"net-mac", false, 2, "bad MAC", []string{"--net", "tap=tap0,mac=12:34"}},
+		{"missing-tap", false, 1, "does not exist", []string{"--net", "tap=mvmnotap9"}},
+		{"too-many", false, 2, "more than the 32", many[3:]},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var setup func(*exec.Cmd)
+			if c.nobody {
+				setup = asNobody
+			}
+			r := mvmCmd(t, 30*time.Second, setup, append([]string{"run", "--kernel", kernel}, c.args...)...)
+			oneLineError(t, r, c.code, c.want)
+		})
+	}
+}
