@@ -19,6 +19,7 @@ import (
 // counts its interrupt, then moves the guest's RTC and reads it back.
 const platformCmd = `#!/bin/busybox sh
 echo "mvm-guest: date $(date +%s)"
+dmesg | grep -m1 'hw perfevents' | sed 's/^.*hw perfevents/mvm-guest: hw perfevents/'
 dmesg | grep -m1 'rtc-pl031.*setting system clock' | sed 's/^.*rtc-pl031/mvm-guest: rtc-pl031/'
 irqs() { awk '/rtc-pl031/ { n = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i; print n }' /proc/interrupts; }
 echo "mvm-guest: rtc irqs before $(irqs)"
@@ -56,18 +57,21 @@ var (
 	rtcHCToSys  = regexp.MustCompile(`mvm-guest: rtc-pl031 [0-9a-f]+\.rtc: setting system clock to \S+ UTC \((\d+)\)`)
 	rtcIRQsRe   = regexp.MustCompile(`mvm-guest: rtc irqs (before|after) (\d+)`)
 	hwclockRe   = regexp.MustCompile(`mvm-guest: hwclock .*2001`)
+	perfRe      = regexp.MustCompile(`mvm-guest: hw perfevents: enabled with armv8_pmuv3\S* PMU driver, (\d+) `)
 )
 
-// TestLinuxPlatform boots Linux once and checks the platform devices the
-// guest sees: the PL031 sets the guest's clock at boot to the host's (the
-// lab machine's, which QEMU's own PL031 set from the real host's UTC), its
-// alarm interrupt arrives, and the guest can set its RTC.
+// TestLinuxPlatform boots Linux once, on 2 vCPUs with --pmu, and checks the
+// platform devices the guest sees: the PL031 sets the guest's clock at boot
+// to the host's (the lab machine's, which QEMU's own PL031 set from the real
+// host's UTC), its alarm interrupt arrives, and the guest can set its RTC;
+// the PMU driver probes, and the second vCPU (re-initialised by mvm for its
+// CPU_ON with PSCI in userspace) comes up with its PMU.
 func TestLinuxPlatform(t *testing.T) {
 	kernel := env(t, "MVM_LINUX")
 	initrd := platformInitrd(t)
 	before := time.Now().Unix()
 	r := mvm(t, 4*time.Minute, "run", "--kernel", kernel, "--initrd", initrd,
-		"--cpus", "1", "--memory", "256M", "--append", "quiet")
+		"--cpus", "2", "--memory", "256M", "--pmu", "--append", "quiet")
 	after := time.Now().Unix()
 	if r.code != 0 {
 		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -83,6 +87,15 @@ func TestLinuxPlatform(t *testing.T) {
 		if v < before-60 || v > after+60 {
 			t.Errorf("%s = %d (%v), more than a minute away from the host's %d..%d", what, v, time.Unix(v, 0).UTC(), before, after)
 		}
+	}
+
+	if m := nprocRe.FindStringSubmatch(r.stdout); m == nil || m[1] != "2" {
+		t.Errorf("guest nproc = %v, want 2", m)
+	}
+	if p := perfRe.FindStringSubmatch(r.stdout); p == nil {
+		t.Errorf("no 'hw perfevents: enabled with armv8_pmuv3' line in the guest's dmesg with --pmu")
+	} else if n, _ := strconv.Atoi(p[1]); n < 2 {
+		t.Errorf("the guest PMU has %d counters, want the cycle counter and at least one event counter", n)
 	}
 
 	m := guestDateRe.FindStringSubmatch(r.stdout)
@@ -112,5 +125,63 @@ func TestLinuxPlatform(t *testing.T) {
 	// The guest's LR write moved its own RTC only.
 	if now := time.Now().Unix(); now < after {
 		t.Errorf("the host's clock moved back with the guest's RTC: now %d, before the run ended at %d", now, after)
+	}
+}
+
+var (
+	pmuLineRe = regexp.MustCompile(`(?m)^pmu cpu (\d+) pmuver (\d+) pmcr (undef|0x[0-9a-f]+ n (\d+) cycles (\d+) (\d+))$`)
+)
+
+// TestPMUPayload runs the bare-metal PMU payload on 2 vCPUs (the second
+// started by CPU_ON, so after mvm's KVM_ARM_VCPU_INIT of it) with and
+// without --pmu. With it, ID_AA64DFR0_EL1 shows a PMUv3 and the cycle
+// counter counts on both vCPUs. Without it KVM hides the PMU: PMUVer reads
+// 0 and a PMCR_EL0 access is UNDEFINED (KVM injects an undefined
+// instruction exception for a PMU register of a vCPU without the PMU
+// feature).
+func TestPMUPayload(t *testing.T) {
+	for _, withPMU := range []bool{true, false} {
+		name := "pmu"
+		args := []string{"run", "--kernel", payload(t, "pmu.bin"), "--cpus", "2", "--memory", "64M"}
+		if withPMU {
+			args = append(args, "--pmu")
+		} else {
+			name = "nopmu"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := mvm(t, time.Minute, args...)
+			if r.code != 0 {
+				t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout, "error") || !strings.Contains(r.stdout, "pmu done\n") {
+				t.Errorf("payload failed:\n%s", r.stdout)
+			}
+			lines := pmuLineRe.FindAllStringSubmatch(r.stdout, -1)
+			if len(lines) != 2 {
+				t.Fatalf("%d vCPU lines, want 2:\n%s", len(lines), r.stdout)
+			}
+			for i, l := range lines {
+				t.Log(l[0])
+				if l[1] != strconv.Itoa(i) {
+					t.Errorf("line %d is from vCPU %s", i, l[1])
+				}
+				ver, _ := strconv.Atoi(l[2])
+				if !withPMU {
+					if ver != 0 || l[3] != "undef" {
+						t.Errorf("vCPU %d without --pmu: PMUVer %d, PMCR_EL0 %s; want 0 and an UNDEFINED access", i, ver, l[3])
+					}
+					continue
+				}
+				// PMUVer 1 is PMUv3, 4..8 its later versions, 0xf IMPLEMENTATION DEFINED.
+				if ver == 0 || ver == 0xf || l[3] == "undef" {
+					t.Fatalf("vCPU %d with --pmu: PMUVer %d, PMCR_EL0 %s; want a PMUv3 and a readable PMCR", i, ver, l[3])
+				}
+				a, _ := strconv.ParseUint(l[5], 10, 64)
+				b, _ := strconv.ParseUint(l[6], 10, 64)
+				if b <= a {
+					t.Errorf("vCPU %d: PMCCNTR_EL0 %d then %d across a busy loop; the cycle counter does not count", i, a, b)
+				}
+			}
+		})
 	}
 }

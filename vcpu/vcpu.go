@@ -193,6 +193,22 @@ func (v *VCPU) Prewarm() error {
 	return nil
 }
 
+// InitPMU connects the vCPU's PMU (created with kvm.FeaturePMUv3) to its
+// overflow interrupt intid and initialises it. Call it on the vCPU's
+// thread after the vGIC is initialised and before Prewarm. The PMU
+// survives the KVM_ARM_VCPU_INIT of every later power-on, since KVM keeps
+// an initialised PMU across vCPU resets; v.init keeps the feature bit that
+// each of those inits must repeat.
+func (v *VCPU) InitPMU(intid uint32) error {
+	if err := kvm.SetPMUIRQ(v.fd, int32(intid)); err != nil {
+		return fmt.Errorf("vCPU %d: set the PMU interrupt (KVM_ARM_VCPU_PMU_V3_IRQ = %d): %w", v.ID, intid, err)
+	}
+	if err := kvm.InitPMU(v.fd); err != nil {
+		return fmt.Errorf("vCPU %d: KVM_ARM_VCPU_PMU_V3_INIT: %w", v.ID, err)
+	}
+	return nil
+}
+
 // Reg reads a ONE_REG register.
 func (v *VCPU) Reg(id uint64) (uint64, error) { return kvm.GetOneReg(v.fd, id) }
 

@@ -66,6 +66,8 @@ func ProbeHost() HostCaps {
 	add("SMCCC filter", filter, "", "PSCI in userspace (--psci user) and mvm's CPU_ON timeline; KVM answers PSCI instead (Linux 6.4+)")
 	psci02 := arm && kvm.CheckExtension(sys, hkvm.CapARMPSCI02) > 0
 	add("in-kernel PSCI 0.2+", psci02, "", "--psci kernel")
+	pmu := arm && checkPMU(func(c int) int { return kvm.CheckExtension(sys, hkvm.Cap(c)) }) == nil
+	add("guest PMU (PMUv3)", pmu, "", "--pmu (KVM_CAP_ARM_PMU_V3: the host needs a PMUv3 that its perf drives)")
 	return hc
 }
 

@@ -68,6 +68,9 @@ type Config struct {
 	Memory  uint64 // bytes
 	PSCI    PSCIMode
 	OnReset ResetAction
+	// PMU gives every vCPU KVM's PMUv3 (--pmu); New fails where the host
+	// lacks KVM_CAP_ARM_PMU_V3.
+	PMU bool
 
 	Console   io.Writer // guest serial output; nil discards it
 	ConsoleIn io.Reader // optional guest serial input

@@ -35,6 +35,9 @@ type DeviceTree struct {
 	VirtioMMIO []VirtioNode
 	// RTC is the PL031 real-time clock; a zero Size means none.
 	RTC RTCNode
+	// PMU adds the arm,armv8-pmuv3 node: every vCPU has KVM's PMUv3 with
+	// its overflow interrupt on INTID 23 (PPI 7).
+	PMU bool
 	// BootArgs is the kernel command line (/chosen bootargs).
 	BootArgs string
 	// InitrdStart and InitrdEnd bound the initrd in guest-physical memory,
@@ -82,6 +85,9 @@ const (
 	// dtAPBClockHz is that clock's rate. The PL031 counts seconds from
 	// its own 1 Hz input; Linux only needs the bus clock to exist.
 	dtAPBClockHz = 24_000_000
+	// dtPMUPPI is the PMU overflow interrupt as a PPI number (INTID - 16):
+	// the INTID mvm gives KVM_ARM_VCPU_PMU_V3_IRQ.
+	dtPMUPPI = PMUIntID - 16
 	// Interrupt specifier cells of the arm,gic-v3 binding: type (0 SPI,
 	// 1 PPI), number within the type, flags. Flags bits [3:0] are the
 	// Linux IRQ_TYPE_* trigger; bits [15:8] are a CPU mask that only
@@ -120,8 +126,9 @@ const (
 // nodes Linux's generic arm64 "virt" platform needs: the root
 // (compatible "linux,dummy-virt", 2 address and 2 size cells, interrupt
 // parent the GIC), /chosen, /memory, /cpus with one cpu node per vCPU
-// (enable-method "psci"), /psci, the GICv3, the architected timer, the UART,
-// the PL031 RTC with its clock and the virtio-mmio transports.
+// (enable-method "psci"), /psci, the GICv3, the architected timer, the PMU
+// (when asked), the UART, the PL031 RTC with its clock and the virtio-mmio
+// transports.
 func (d *DeviceTree) Build() ([]byte, error) {
 	if d == nil {
 		return nil, fmt.Errorf("device tree: no description (nil *DeviceTree)")
@@ -236,6 +243,14 @@ func (d *DeviceTree) Build() ([]byte, error) {
 		b.PropU32("clock-frequency", clock)
 		b.PropU32("reg-shift", 0)
 		b.PropU32("reg-io-width", 1)
+		b.EndNode()
+	}
+
+	// The PMU (bindings/arm/pmu.yaml): one PPI for all CPUs, level high.
+	if d.PMU {
+		b.BeginNode("pmu")
+		b.PropString("compatible", "arm,armv8-pmuv3")
+		b.PropCells("interrupts", dtIRQTypePPI, dtPMUPPI, dtIRQLevelHigh)
 		b.EndNode()
 	}
 

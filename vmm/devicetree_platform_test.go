@@ -101,3 +101,40 @@ func keys(m map[string]map[string][]byte) []string {
 	}
 	return out
 }
+
+// The PMU node (bindings/arm/pmu.yaml) with --pmu, and none without.
+func TestDeviceTreePMU(t *testing.T) {
+	d := testDeviceTree()
+	d.PMU = true
+	blob, err := d.Build()
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	got, warnings := fdttest.Decompile(t, blob)
+	if warnings != "" {
+		t.Errorf("dtc warns about the tree:\n%s", warnings)
+	}
+	pmu, ok := got["/pmu"]
+	if !ok {
+		t.Fatalf("no /pmu node; nodes: %v", keys(got))
+	}
+	if !bytes.Equal(pmu["compatible"], strsOf("arm,armv8-pmuv3")) {
+		t.Errorf("pmu compatible %q", pmu["compatible"])
+	}
+	// PPI 7 = INTID 23, what KVM_ARM_VCPU_PMU_V3_IRQ is given; level high.
+	if !bytes.Equal(pmu["interrupts"], cellsOf(1, 7, 4)) {
+		t.Errorf("pmu interrupts % x, want <1 7 4>", pmu["interrupts"])
+	}
+	if PMUIntID != 16+7 {
+		t.Errorf("PMUIntID %d is not PPI 7", PMUIntID)
+	}
+	d.PMU = false
+	blob, err = d.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = fdttest.Decompile(t, blob)
+	if _, ok := got["/pmu"]; ok {
+		t.Errorf("a /pmu node without --pmu")
+	}
+}

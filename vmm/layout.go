@@ -31,8 +31,11 @@ const (
 	PageSize = 0x1_0000 // 64 KiB: right for 4K, 16K and 64K page guests
 
 	// Interrupts. SPI numbers are INTID-32 (GICv3 spec, 2.2).
-	UARTSPI  = 1 // INTID 33
-	RTCSPI   = 2 // INTID 34
+	UARTSPI = 1 // INTID 33
+	RTCSPI  = 2 // INTID 34
+	// PMUIntID is the PMU overflow interrupt, PPI 7: the same INTID on
+	// every vCPU, as KVM_ARM_VCPU_PMU_V3_IRQ wants for a PPI (vcpu.rst 1.1).
+	PMUIntID = 23
 	NrIRQs   = 128
 	SPIFirst = 32
 )

@@ -118,6 +118,11 @@ func (m *VM) build() error {
 	if max := kvm.CheckExtension(m.sys, hkvm.CapMaxVCPUs); max > 0 && m.cfg.CPUs > max {
 		return fmt.Errorf("--cpus %d is more than this host's KVM allows (KVM_CAP_MAX_VCPUS = %d)", m.cfg.CPUs, max)
 	}
+	if m.cfg.PMU {
+		if err := checkPMU(func(c int) int { return kvm.CheckExtension(m.sys, hkvm.Cap(c)) }); err != nil {
+			return err
+		}
+	}
 	vm, err := hkvm.CreateVM(m.sys)
 	if err != nil {
 		return fmt.Errorf("KVM_CREATE_VM: %w", err)
@@ -135,6 +140,12 @@ func (m *VM) build() error {
 	}
 	if err := m.createGIC(); err != nil {
 		return err
+	}
+	if m.cfg.PMU {
+		// After the vGIC's INIT, before any KVM_RUN (vcpu.rst 1.2).
+		if err := m.onEachVCPU(func(v *vcpu.VCPU) error { return v.InitPMU(PMUIntID) }); err != nil {
+			return fmt.Errorf("--pmu: %w", err)
+		}
 	}
 	if err := m.onEachVCPU((*vcpu.VCPU).Prewarm); err != nil {
 		return err
@@ -229,6 +240,11 @@ func (m *VM) createVCPUs() error {
 	for id := range m.cpus {
 		init := target
 		init.Features[0] |= 1 << kvm.FeaturePSCI02
+		if m.cfg.PMU {
+			// Kept in the vCPU's init, so every re-init repeats it
+			// (KVM refuses a KVM_ARM_VCPU_INIT with other features).
+			init.Features[0] |= 1 << kvm.FeaturePMUv3
+		}
 		if m.psci == PSCIKernel && id != 0 {
 			// KVM's PSCI keeps secondaries off until CPU_ON.
 			init.Features[0] |= 1 << kvm.FeaturePowerOff
@@ -364,6 +380,7 @@ func (m *VM) deviceTree() ([]byte, error) {
 		GICRedist:  Region{GICRedistBase, GICRedistSize * uint64(len(m.cpus))},
 		UART:       UARTNode{Base: UARTBase, Size: UARTSize, SPI: UARTSPI, ClockHz: 1843200},
 		RTC:        RTCNode{Base: RTCBase, Size: RTCSize, SPI: RTCSPI},
+		PMU:        m.cfg.PMU,
 		BootArgs:   m.cfg.Cmdline,
 		VirtioMMIO: m.virtioNodes(),
 	}

@@ -202,7 +202,7 @@ func TestRunHelp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("mvm run --help: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, s := range []string{"--kernel", "--cpus", "--memory", "--initrd", "--console", "--psci", "--on-reset", "Example"} {
+	for _, s := range []string{"--kernel", "--cpus", "--memory", "--initrd", "--console", "--psci", "--on-reset", "--pmu", "KVM_CAP_ARM_PMU_V3", "PL031", "Example"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("mvm run --help does not mention %q", s)
 		}

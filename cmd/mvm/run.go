@@ -36,6 +36,7 @@ type runFlags struct {
 	markers          []string
 	resultJSON       string
 	profile          bool
+	pmu              bool
 	profileFormat    string
 	profileOut       string
 	perVCPU          bool
@@ -56,6 +57,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.psci, "psci", "auto", "who answers PSCI: user (mvm, needs Linux 6.4+), kernel (KVM), auto (user when possible)")
 	fl.StringVar(&f.console, "console", "stdio", "guest serial console: stdio, none, or file:PATH")
 	fl.StringVar(&f.onReset, "on-reset", "exit", "on guest reset: exit (status 0) or reboot")
+	fl.BoolVar(&f.pmu, "pmu", false, "give the guest a PMUv3 (perf stat, cycle counter) emulated by KVM; needs KVM_CAP_ARM_PMU_V3 on the host (see mvm caps)")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "mvm's own log level on stderr: debug, info, warn, error")
 	fl.StringArrayVar(&f.markers, "marker", nil, "console marker NAME=REGEX: record when a console line first matches (repeatable)")
 	fl.StringVar(&f.resultJSON, "result-json", "", "write the run's result (exit, boot phases, timeline, memory) as JSON to this file")
@@ -90,7 +92,7 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 	}
 	cfg := vmm.Config{
 		Kernel: f.kernel, Initrd: f.initrd, Cmdline: cmdline,
-		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset,
+		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset, PMU: f.pmu,
 		Start: start, Profile: f.profile, MetricsAddr: f.metricsAddr, ProfileSources: f.profileSources,
 	}
 	if f.profileFormat != "table" && f.profileFormat != "json" {
@@ -143,8 +145,15 @@ The guest gets --cpus vCPUs (one thread each), --memory of RAM at 1 GiB
 guest-physical, an in-kernel GICv3, the architected timer, a 16550 UART at
 0x09000000 (console=ttyS0), a PL031 real-time clock at 0x09020000 that reads
 the host's wall clock (so the guest's date is right at boot) and a device
-tree describing exactly that, passed in X0. PSCI (CPU_ON, CPU_OFF, SYSTEM_OFF, ...) is answered by mvm itself when
-the host kernel allows it (Linux 6.4+), else by KVM.
+tree describing exactly that, passed in X0. PSCI (CPU_ON, CPU_OFF,
+SYSTEM_OFF, ...) is answered by mvm itself when the host kernel allows it
+(Linux 6.4+), else by KVM.
+
+With --pmu every vCPU also has KVM's PMUv3 (an arm,armv8-pmuv3 node,
+overflow interrupt on PPI 7), so perf inside the guest counts cycles and
+events; mvm refuses it where the host lacks KVM_CAP_ARM_PMU_V3 (mvm caps
+says). Without --pmu the guest's ID_AA64DFR0_EL1 shows no PMU and its PMU
+register accesses are UNDEFINED.
 
 Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
 1 when it crashes or a vCPU fails; 2 for bad arguments; 130/143 on
@@ -163,6 +172,9 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`,
   # Root on an ext4 disk, a second disk read-only, networking on tap0:
   mvm run --kernel vmlinuz --initrd initrd.gz --disk root.ext4 \
       --disk data.img,ro --net tap=tap0 --append "root=/dev/vda rw"
+
+  # With a guest PMU, to run perf stat inside the guest:
+  mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --pmu
 
   # Run a bare-metal payload (flat binary, entered at the start of RAM):
   mvm run --kernel hello.bin --console file:out.log`,

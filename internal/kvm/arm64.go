@@ -17,8 +17,31 @@ type VCPUInit struct {
 const (
 	FeaturePowerOff = 0 // KVM_ARM_VCPU_POWER_OFF: start in the powered-off state
 	FeaturePSCI02   = 2 // KVM_ARM_VCPU_PSCI_0_2: in-kernel PSCI v0.2+
-	FeaturePMUv3    = 3
+	FeaturePMUv3    = 3 // KVM_ARM_VCPU_PMU_V3: a PMUv3 emulated with the host's perf
 )
+
+// The PMU's vCPU device attributes (Documentation/virt/kvm/devices/vcpu.rst,
+// section 1): set IRQ, then INIT, on every vCPU created with FeaturePMUv3,
+// after the in-kernel vGIC is initialised and before the vCPU first runs
+// (KVM_RUN fails with EINVAL on a vCPU whose PMU was not initialised).
+const (
+	VCPUGroupPMUv3Ctrl = 0 // KVM_ARM_VCPU_PMU_V3_CTRL
+	PMUv3AttrIRQ       = 0 // KVM_ARM_VCPU_PMU_V3_IRQ: the overflow interrupt's INTID
+	PMUv3AttrInit      = 1 // KVM_ARM_VCPU_PMU_V3_INIT
+)
+
+// SetPMUIRQ gives the vCPU's PMU its overflow interrupt: a PPI INTID, the
+// same on every vCPU (vcpu.rst 1.1). KVM reads it as an int.
+func SetPMUIRQ(vcpu *os.File, intid int32) error {
+	return SetDeviceAttr(vcpu, VCPUGroupPMUv3Ctrl, PMUv3AttrIRQ, unsafe.Pointer(&intid))
+}
+
+// InitPMU initialises the vCPU's PMU (vcpu.rst 1.2); a second call fails
+// with EBUSY. The PMU stays initialised across later KVM_ARM_VCPU_INITs
+// of the vCPU, which reset its registers only.
+func InitPMU(vcpu *os.File) error {
+	return SetDeviceAttr(vcpu, VCPUGroupPMUv3Ctrl, PMUv3AttrInit, nil)
+}
 
 // PreferredTarget fills a VCPUInit with the host's preferred target
 // (KVM_ARM_PREFERRED_TARGET on the VM fd).
