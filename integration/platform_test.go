@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -140,6 +141,30 @@ var (
 // instruction exception for a PMU register of a vCPU without the PMU
 // feature).
 func TestPMUPayload(t *testing.T) {
+	// mvm caps reports the guest PMU, which --pmu needs and the lab has.
+	c := mvm(t, 30*time.Second, "caps", "--json")
+	var caps struct {
+		Items []struct {
+			Name      string `json:"name"`
+			Available bool   `json:"available"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal([]byte(c.stdout), &caps); c.code != 0 || err != nil {
+		t.Fatalf("mvm caps --json: exit %d, %v\n%s", c.code, err, c.stdout)
+	}
+	found := false
+	for _, it := range caps.Items {
+		if it.Name == "guest PMU (PMUv3)" {
+			found = true
+			if !it.Available {
+				t.Fatalf("mvm caps: this host has no guest PMU, so --pmu cannot be tested here")
+			}
+		}
+	}
+	if !found {
+		t.Errorf("mvm caps has no guest PMU item:\n%s", c.stdout)
+	}
+
 	for _, withPMU := range []bool{true, false} {
 		name := "pmu"
 		args := []string{"run", "--kernel", payload(t, "pmu.bin"), "--cpus", "2", "--memory", "64M"}

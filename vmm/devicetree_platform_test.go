@@ -13,14 +13,7 @@ import (
 func TestDeviceTreeRTC(t *testing.T) {
 	d := testDeviceTree()
 	d.RTC = RTCNode{Base: 0x0902_0000, Size: 0x1000, SPI: 2}
-	blob, err := d.Build()
-	if err != nil {
-		t.Fatalf("Build: %v", err)
-	}
-	got, warnings := fdttest.Decompile(t, blob)
-	if warnings != "" {
-		t.Errorf("dtc warns about the tree:\n%s", warnings)
-	}
+	got := buildDecompiled(t, d)
 	rtc, ok := got["/rtc@9020000"]
 	if !ok {
 		t.Fatalf("no /rtc@9020000 node; nodes: %v", keys(got))
@@ -60,11 +53,7 @@ func TestDeviceTreeRTC(t *testing.T) {
 
 	// Without an RTC there is neither node.
 	d.RTC = RTCNode{}
-	blob, err = d.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ = fdttest.Decompile(t, blob)
+	got = buildDecompiled(t, d)
 	for path := range got {
 		if strings.HasPrefix(path, "/rtc") || strings.HasPrefix(path, "/apb-pclk") {
 			t.Errorf("node %s without an RTC", path)
@@ -94,6 +83,21 @@ func TestDeviceTreeRTCValidation(t *testing.T) {
 	}
 }
 
+// buildDecompiled builds d and reads the blob back with dtc, which must
+// not warn.
+func buildDecompiled(t *testing.T, d DeviceTree) map[string]map[string][]byte {
+	t.Helper()
+	blob, err := d.Build()
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	got, warnings := fdttest.Decompile(t, blob)
+	if warnings != "" {
+		t.Errorf("dtc warns about the tree:\n%s", warnings)
+	}
+	return got
+}
+
 func keys(m map[string]map[string][]byte) []string {
 	var out []string
 	for k := range m {
@@ -106,14 +110,7 @@ func keys(m map[string]map[string][]byte) []string {
 func TestDeviceTreePMU(t *testing.T) {
 	d := testDeviceTree()
 	d.PMU = true
-	blob, err := d.Build()
-	if err != nil {
-		t.Fatalf("Build: %v", err)
-	}
-	got, warnings := fdttest.Decompile(t, blob)
-	if warnings != "" {
-		t.Errorf("dtc warns about the tree:\n%s", warnings)
-	}
+	got := buildDecompiled(t, d)
 	pmu, ok := got["/pmu"]
 	if !ok {
 		t.Fatalf("no /pmu node; nodes: %v", keys(got))
@@ -129,11 +126,7 @@ func TestDeviceTreePMU(t *testing.T) {
 		t.Errorf("PMUIntID %d is not PPI 7", PMUIntID)
 	}
 	d.PMU = false
-	blob, err = d.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ = fdttest.Decompile(t, blob)
+	got = buildDecompiled(t, d)
 	if _, ok := got["/pmu"]; ok {
 		t.Errorf("a /pmu node without --pmu")
 	}
