@@ -8,8 +8,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvm-dev/mvm/devices/virtio"
 	"github.com/mvm-dev/mvm/guest"
 )
 
@@ -151,40 +154,19 @@ func TestVirtioRootDiskSIGTERM(t *testing.T) {
 	if err := os.WriteFile(scratch, make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(env(t, "MVM_BIN"), "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, ""),
+	vm := startMVM(t, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, ""),
 		"--memory", "256M", "--append", "quiet mvm.root=/dev/vda", "--disk", root+",ro", "--disk", scratch, "--rng=false")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	timer := time.AfterFunc(3*time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	var out strings.Builder
-	flushed := ""
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		fmt.Fprintln(&out, line)
-		if m := regexp.MustCompile(`mvm-root: flushed ([0-9a-f]+)`).FindStringSubmatch(line); m != nil {
-			flushed = m[1]
-			cmd.Process.Signal(syscall.SIGTERM)
-		}
-	}
-	err = cmd.Wait()
-	code := cmd.ProcessState.ExitCode()
+	flushed := vm.waitFor(`mvm-root: flushed ([0-9a-f]+)`)
+	code := vm.stop(syscall.SIGTERM)
+	out := vm.output()
 	if flushed == "" {
-		t.Fatalf("the guest never reported its flush (exit %d, %v)\nstdout:\n%s\nstderr:\n%s", code, err, out.String(), stderr.String())
+		t.Fatalf("the guest never reported its flush (exit %d)\nstdout:\n%s\nstderr:\n%s", code, out, vm.stderr.String())
 	}
-	if !strings.Contains(out.String(), "mvm-root: root /dev/root ext4") && !strings.Contains(out.String(), "mvm-root: root /dev/vda ext4") {
-		t.Errorf("the switched root is not the ext4 disk:\n%s", out.String())
+	if !strings.Contains(out, "mvm-root: root /dev/root ext4") && !strings.Contains(out, "mvm-root: root /dev/vda ext4") {
+		t.Errorf("the switched root is not the ext4 disk:\n%s", out)
 	}
 	if code != 143 {
-		t.Errorf("exit status %d after SIGTERM, want 143\nstderr:\n%s", code, stderr.String())
+		t.Errorf("exit status %d after SIGTERM, want 143\nstderr:\n%s", code, vm.stderr.String())
 	}
 	if got := sha256File(t, scratch, 16*512, 4096); got != flushed {
 		t.Errorf("the blocks flushed before SIGTERM are not in the host file (hash %s, guest wrote %s)", got, flushed)
@@ -232,4 +214,195 @@ func TestVirtioBadInput(t *testing.T) {
 			oneLineError(t, r, c.code, c.want)
 		})
 	}
+}
+
+// runningMVM is an mvm process whose console the test reads as it runs.
+type runningMVM struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	lines  chan string
+	out    strings.Builder
+	stderr bytes.Buffer
+	timer  *time.Timer
+}
+
+// startMVM starts mvm with args; it is killed after 3 minutes.
+func startMVM(t *testing.T, args ...string) *runningMVM {
+	t.Helper()
+	vm := &runningMVM{t: t, cmd: exec.Command(env(t, "MVM_BIN"), args...), lines: make(chan string, 1024)}
+	stdout, err := vm.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm.cmd.Stderr = &vm.stderr
+	if err := vm.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	vm.timer = time.AfterFunc(3*time.Minute, func() { vm.cmd.Process.Kill() })
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			vm.lines <- sc.Text()
+		}
+		close(vm.lines)
+	}()
+	return vm
+}
+
+// waitFor reads console lines until one matches re and returns its first
+// group ("" if the console ends first).
+func (vm *runningMVM) waitFor(re string) string {
+	r := regexp.MustCompile(re)
+	for line := range vm.lines {
+		fmt.Fprintln(&vm.out, line)
+		if m := r.FindStringSubmatch(line); m != nil {
+			if len(m) > 1 {
+				return m[1]
+			}
+			return m[0]
+		}
+	}
+	return ""
+}
+
+// stop sends sig, waits for the exit and returns the status.
+func (vm *runningMVM) stop(sig syscall.Signal) int {
+	vm.cmd.Process.Signal(sig)
+	for line := range vm.lines {
+		fmt.Fprintln(&vm.out, line)
+	}
+	vm.cmd.Wait()
+	vm.timer.Stop()
+	return vm.cmd.ProcessState.ExitCode()
+}
+
+func (vm *runningMVM) output() string { return vm.out.String() }
+
+// netGuestCmd configures the guest's NIC on 192.0.2.0/24 (documentation
+// addresses), fetches a file from the lab side, serves one of its own and
+// waits to be stopped.
+const netGuestCmd = `
+ip link set eth0 up
+ip addr add 192.0.2.2/24 dev eth0
+echo "mvm-net: mac $(cat /sys/class/net/eth0/address)"
+wget -q -O /tmp/blob http://192.0.2.1:8080/blob && echo "mvm-net: got $(sha256sum /tmp/blob | cut -d' ' -f1)"
+mkdir -p /www
+head -c 262144 /dev/urandom >/www/g
+echo "mvm-net: serving $(sha256sum /www/g | cut -d' ' -f1)"
+httpd -p 8080 -h /www
+echo "mvm-net: ready"
+sleep 600
+`
+
+// labTap creates tap name on the lab side with addr, up, removed at the
+// end of the test.
+func labTap(t *testing.T, name, addr string) {
+	t.Helper()
+	for _, c := range [][]string{{"tunctl", "-t", name}, {"ip", "addr", "add", addr, "dev", name}, {"ip", "link", "set", name, "up"}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("tunctl", "-d", name).Run() })
+}
+
+// TestVirtioNet: a virtio-net NIC on a lab-side tap. The guest fetches a
+// file from an HTTP server on the lab side and the lab side one from the
+// guest's; the guest's MAC is the stable default. While the VM runs, a
+// second mvm asking for its writable disk is refused (advisory lock).
+func TestVirtioNet(t *testing.T) {
+	const tap = "mvmtap0"
+	labTap(t, tap, "192.0.2.1/24")
+	www := t.TempDir()
+	blob := randomFile(t, www, "blob", 1<<20)
+	httpd := exec.Command("httpd", "-f", "-p", "192.0.2.1:8080", "-h", www)
+	if err := httpd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { httpd.Process.Kill(); httpd.Wait() })
+	disk := filepath.Join(t.TempDir(), "disk.img")
+	os.WriteFile(disk, make([]byte, 64<<10), 0o644)
+
+	vm := startMVM(t, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, netGuestCmd),
+		"--memory", "256M", "--append", "quiet", "--net", "tap="+tap, "--disk", disk)
+	ready := vm.waitFor(`mvm-net: ready`)
+	var fetched []byte
+	var ferr error
+	if ready != "" {
+		fetched, ferr = httpGet("http://192.0.2.2:8080/g")
+		// The image is held writable: a second mvm must not get it.
+		r := mvm(t, 30*time.Second, "run", "--kernel", payload(t, "hello.bin"), "--disk", disk)
+		oneLineError(t, r, 1, "in use")
+	}
+	code := vm.stop(syscall.SIGTERM)
+	out := vm.output()
+	if ready == "" {
+		t.Fatalf("the guest never got its network up (exit %d)\nstdout:\n%s\nstderr:\n%s", code, out, vm.stderr.String())
+	}
+	if got, want := field(t, out, `mvm-net: mac (\S+)`), virtio.DefaultMAC(tap, 0).String(); got != want {
+		t.Errorf("guest MAC %s, want the default %s", got, want)
+	}
+	if got := field(t, out, `mvm-net: got ([0-9a-f]+)`); got != sha256File(t, blob, 0, -1) {
+		t.Errorf("the file the guest fetched from the lab side hashes to %q, not the file's hash", got)
+	}
+	if ferr != nil {
+		t.Fatalf("fetch from the guest: %v", ferr)
+	}
+	sum := sha256.Sum256(fetched)
+	if got := field(t, out, `mvm-net: serving ([0-9a-f]+)`); got != hex.EncodeToString(sum[:]) || len(fetched) != 262144 {
+		t.Errorf("the file fetched from the guest (%d bytes) does not match what it served", len(fetched))
+	}
+	if code != 143 {
+		t.Errorf("exit status %d after SIGTERM, want 143\nstderr:\n%s", code, vm.stderr.String())
+	}
+}
+
+func httpGet(url string) ([]byte, error) {
+	c := &http.Client{Timeout: 60 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// TestVirtioGarbage runs the hostile-driver payload against a disk, a NIC
+// and the rng: mvm keeps running to the guest's power-off, logs each kind
+// of driver error once and counts them, and never panics.
+func TestVirtioGarbage(t *testing.T) {
+	const tap = "mvmtap1"
+	labTap(t, tap, "192.0.2.129/25")
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk.img")
+	os.WriteFile(disk, make([]byte, 64<<10), 0o644)
+	res := filepath.Join(dir, "result.json")
+	r := mvm(t, 2*time.Minute, "run", "--kernel", payload(t, "virtio_garbage.bin"), "--memory", "64M",
+		"--disk", disk, "--net", "tap="+tap, "--result-json", res)
+	if r.code != 0 || !strings.Contains(r.stdout, "virtio garbage done") {
+		t.Fatalf("exit status %d (want 0 after the payload's power-off)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+		t.Fatalf("mvm panicked:\n%s", r.stderr)
+	}
+	if n := strings.Count(r.stderr, "\n"); n > 60 {
+		t.Errorf("%d lines of log for one payload: driver errors are not logged once per kind\n%s", n, r.stderr)
+	}
+	data, err := os.ReadFile(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Virtio uint64 `json:"virtio_problems"`
+	}
+	if err := json.Unmarshal(data, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Virtio < 10 {
+		t.Errorf("virtio_problems = %d, want the payload's errors counted", sum.Virtio)
+	}
+	t.Logf("virtio_problems %d; log:\n%s", sum.Virtio, r.stderr)
 }
