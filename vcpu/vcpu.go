@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	hkvm "github.com/c35s/hype/kvm"
 	"golang.org/x/sys/unix"
@@ -104,7 +105,9 @@ type VCPU struct {
 
 // New creates vCPU id on the VM and initialises it with init. Call it from
 // the goroutine that will run the vCPU (after runtime.LockOSThread), since
-// KVM binds a vCPU to the thread that uses it.
+// KVM binds a vCPU to the thread that uses it. New names that thread
+// "mvm-vcpu-<id>" (as QEMU, Firecracker and others name theirs), so that
+// ps, top and mvm profile --pid can tell the vCPU threads apart.
 func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
 	fd, err := hkvm.CreateVCPU(vm, id)
 	if err != nil {
@@ -124,7 +127,16 @@ func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
 		return nil, fmt.Errorf("read MPIDR_EL1 of vCPU %d: %w", id, err)
 	}
 	v.tid.Store(int32(unix.Gettid()))
+	nameThread(fmt.Sprintf("mvm-vcpu-%d", id))
 	return v, nil
+}
+
+// nameThread sets the calling thread's name (PR_SET_NAME, at most 15
+// bytes). A name is a convenience: failing to set one is not an error.
+func nameThread(name string) {
+	if b, err := unix.BytePtrFromString(name); err == nil {
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(b)), 0, 0, 0)
+	}
 }
 
 // Fd is the vCPU file descriptor (for the stats fd and tracepoints).
