@@ -101,6 +101,24 @@ func (p *Profiler) Attach(vcpuID, tid int) error {
 	return nil
 }
 
+// AttachProcess starts sampling process pid and every thread it creates
+// from now on, with one inherited event per CPU in cpus (OnlineCPUs), as
+// perf kvm stat record does for a command. Call it while pid has not yet
+// started threads (a command stopped at exec) to see every exit. Threads
+// are attributed to vCPUs with SetVCPU, at any time before the report.
+func (p *Profiler) AttachProcess(pid int, cpus []int) error {
+	for _, c := range cpus {
+		if err := p.sess.AttachInherited(pid, c); err != nil {
+			return fmt.Errorf("attach process %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// SetVCPU says that thread tid runs vCPU vcpu (for threads found after
+// AttachProcess).
+func (p *Profiler) SetVCPU(tid, vcpu int) { p.agg.SetVCPU(tid, vcpu) }
+
 // Drain moves every record available into the aggregate. It does not block.
 // Call it from one goroutine at a time (Run does).
 func (p *Profiler) Drain() error {

@@ -74,7 +74,24 @@ func NewSession(events []*Format, ringPages int) (*Session, error) {
 func (s *Session) Events() []*Format { return s.events }
 
 // Attach starts sampling thread tid (a thread id, as from gettid).
-func (s *Session) Attach(tid int) (err error) {
+func (s *Session) Attach(tid int) error { return s.open(tid, -1, false) }
+
+// AttachInherited starts sampling process pid on CPU cpu together with
+// every thread and child it creates from then on (perf_event_attr.inherit),
+// into one ring for that CPU: the kernel refuses to mmap an inherited event
+// that follows a task on every CPU (perf_mmap: cpu == -1 with inherit), so
+// a whole process is followed as perf record follows a command, with one
+// event per CPU. Records of one thread can then sit in several rings; the
+// Aggregator orders each batch by time. Call it for every online CPU
+// before pid starts threads.
+func (s *Session) AttachInherited(pid, cpu int) error {
+	if cpu < 0 {
+		return fmt.Errorf("tracepoint: inherited events need a CPU, not %d", cpu)
+	}
+	return s.open(pid, cpu, true)
+}
+
+func (s *Session) open(tid, cpu int, inherit bool) (err error) {
 	if tid <= 0 {
 		// perf_event_open takes pid 0 as "the calling thread": never
 		// let a missing TID silently profile the wrong thread.
@@ -107,8 +124,11 @@ func (s *Session) Attach(tid int) (err error) {
 			Clockid: unix.CLOCK_MONOTONIC,
 			Wakeup:  uint32(dataBytes / 4),
 		}
+		if inherit {
+			attr.Bits |= unix.PerfBitInherit
+		}
 		attr.Size = uint32(unsafe.Sizeof(attr))
-		fd, err := unix.PerfEventOpen(&attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		fd, err := unix.PerfEventOpen(&attr, tid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("perf_event_open %s for thread %d: %w", ev, tid, err)
 		}
