@@ -50,6 +50,19 @@ func Open(fd uintptr) (*File, error) {
 	return &File{f: f, Layout: l}, nil
 }
 
+// FromFile takes an already open stats file — such as another VMM's,
+// copied with pidfd_getfd, since KVM answers KVM_GET_STATS_FD only to the
+// VM's creator — and parses its descriptors. The File owns f from then on
+// (on error f is closed).
+func FromFile(f *os.File) (*File, error) {
+	l, err := ParseStats(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("parse stats file %s: %w", f.Name(), err)
+	}
+	return &File{f: f, Layout: l}, nil
+}
+
 // Snapshot reads the current values (one pread of the data block).
 func (s *File) Snapshot() (*StatsSnapshot, error) {
 	snap, err := s.Layout.Read(s.f)

@@ -99,7 +99,6 @@ func (s *ReasonStats) merge(o *ReasonStats) {
 // threadState is the pairing state of one thread, as perf kvm stat keeps
 // per vcpu_event_record.
 type threadState struct {
-	vcpu int
 	// entry: time of the last kvm_entry not yet closed by an exit.
 	entry    uint64
 	hasEntry bool
@@ -135,8 +134,11 @@ type Aggregator struct {
 	mu      sync.Mutex
 	vcpus   map[int]int // tid -> vCPU
 	threads map[int]*threadState
-	stats   map[int]map[string]*ReasonStats // vCPU -> reason -> stats
-	totals  map[int]*VCPUStats              // vCPU -> counters besides reasons
+	// Kept per thread and grouped by vCPU in Snapshot, so a thread whose
+	// vCPU is learnt late (another VMM's, SetVCPU after its first exits)
+	// still lands on its vCPU's row.
+	stats  map[int]map[string]*ReasonStats // tid -> reason -> stats
+	totals map[int]*VCPUStats              // tid -> counters besides reasons
 }
 
 // NewAggregator returns an aggregator naming exits with n.
@@ -153,14 +155,12 @@ func NewAggregator(n exits.Namer) *Aggregator {
 // Namer is the namer the aggregator was made with.
 func (a *Aggregator) Namer() exits.Namer { return a.namer }
 
-// SetVCPU attributes thread tid to vCPU vcpu from now on.
+// SetVCPU attributes thread tid to vCPU vcpu, including what it did
+// before the call.
 func (a *Aggregator) SetVCPU(tid, vcpu int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.vcpus[tid] = vcpu
-	if t, ok := a.threads[tid]; ok {
-		t.vcpu = vcpu
-	}
 }
 
 // Add feeds a batch of records. The batch is processed in time order (a
@@ -183,30 +183,26 @@ func (a *Aggregator) Add(evs []Event) {
 func (a *Aggregator) thread(tid int) *threadState {
 	t, ok := a.threads[tid]
 	if !ok {
-		vcpu, mapped := a.vcpus[tid]
-		if !mapped {
-			vcpu = -1
-		}
-		t = &threadState{vcpu: vcpu}
+		t = &threadState{}
 		a.threads[tid] = t
 	}
 	return t
 }
 
-func (a *Aggregator) vcpuTotals(vcpu int) *VCPUStats {
-	v, ok := a.totals[vcpu]
+func (a *Aggregator) threadTotals(tid int) *VCPUStats {
+	v, ok := a.totals[tid]
 	if !ok {
-		v = &VCPUStats{VCPU: vcpu}
-		a.totals[vcpu] = v
+		v = &VCPUStats{}
+		a.totals[tid] = v
 	}
 	return v
 }
 
-func (a *Aggregator) reason(vcpu int, name string) *ReasonStats {
-	m, ok := a.stats[vcpu]
+func (a *Aggregator) reason(tid int, name string) *ReasonStats {
+	m, ok := a.stats[tid]
 	if !ok {
 		m = make(map[string]*ReasonStats)
-		a.stats[vcpu] = m
+		a.stats[tid] = m
 	}
 	s, ok := m[name]
 	if !ok {
@@ -218,7 +214,7 @@ func (a *Aggregator) reason(vcpu int, name string) *ReasonStats {
 
 func (a *Aggregator) add(ev *Event) {
 	t := a.thread(ev.TID)
-	tot := a.vcpuTotals(t.vcpu)
+	tot := a.threadTotals(ev.TID)
 	inOrder := ev.Time >= t.last
 	if !inOrder {
 		tot.Reordered++
@@ -242,7 +238,7 @@ func (a *Aggregator) add(ev *Event) {
 		t.hasPending, t.pending = false, nil
 		t.entry, t.hasEntry = ev.Time, true
 	case EventExit:
-		s := a.reason(t.vcpu, a.namer.ExitName(ev.Code, ev.Sub))
+		s := a.reason(ev.TID, a.namer.ExitName(ev.Code, ev.Sub))
 		s.Count++
 		if !inOrder {
 			return
@@ -256,20 +252,45 @@ func (a *Aggregator) add(ev *Event) {
 }
 
 // Snapshot returns a copy of the aggregate, vCPUs in ascending order and
-// reasons by count, descending.
+// reasons by count, descending; threads never mapped to a vCPU are
+// gathered under VCPU -1.
 func (a *Aggregator) Snapshot() []VCPUStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ids := make([]int, 0, len(a.totals))
-	for id := range a.totals {
+	byVCPU := make(map[int]*VCPUStats)
+	reasons := make(map[int]map[string]*ReasonStats)
+	for tid, tt := range a.totals {
+		vcpu, ok := a.vcpus[tid]
+		if !ok {
+			vcpu = -1
+		}
+		v, ok := byVCPU[vcpu]
+		if !ok {
+			v = &VCPUStats{VCPU: vcpu}
+			byVCPU[vcpu] = v
+			reasons[vcpu] = make(map[string]*ReasonStats)
+		}
+		v.Entries += tt.Entries
+		v.Lost += tt.Lost
+		v.Reordered += tt.Reordered
+		for name, rs := range a.stats[tid] {
+			m, ok := reasons[vcpu][name]
+			if !ok {
+				m = &ReasonStats{Reason: name}
+				reasons[vcpu][name] = m
+			}
+			m.merge(rs)
+		}
+	}
+	ids := make([]int, 0, len(byVCPU))
+	for id := range byVCPU {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	out := make([]VCPUStats, 0, len(ids))
 	for _, id := range ids {
-		v := *a.totals[id]
-		v.Reasons = nil
-		for _, s := range a.stats[id] {
+		v := *byVCPU[id]
+		for _, s := range reasons[id] {
 			v.Reasons = append(v.Reasons, *s)
 		}
 		sortReasonStats(v.Reasons)

@@ -197,12 +197,17 @@ func TestTraceUnmappedAndTotals(t *testing.T) {
 		entry(3, 1, 10), exitEv(3, 1, 40, 30, 1), entry(3, 1, 50),
 		exitEv(3, 1, 60, 12, 1),
 	})
-	// Late mapping: later records of tid 1 go to vCPU 2; its pending exit
-	// (counted under -1) is still closed by the next entry, 98 ns later.
+	// Unmapped threads gather under vCPU -1.
+	if vs := a.Snapshot(); len(vs) != 3 || vs[0].VCPU != -1 || vs[0].Exits() != 1 {
+		t.Fatalf("before the late mapping: vCPUs %+v", vs)
+	}
+	// Late mapping (another VMM's thread, found after its first exits):
+	// all of tid 1 moves to vCPU 2, including the exit before SetVCPU,
+	// whose pending handle time the next entry closes 98 ns later.
 	a.SetVCPU(1, 2)
 	a.Add([]Event{entry(1, 0, 100), exitEv(1, 0, 150, 12, 1)})
 	vs := a.Snapshot()
-	if len(vs) != 4 || vs[0].VCPU != -1 || vs[3].VCPU != 2 {
+	if len(vs) != 3 || vs[0].VCPU != 0 || vs[2].VCPU != 2 || vs[2].Exits() != 2 || vs[2].Entries != 2 {
 		t.Fatalf("vCPUs %+v", vs)
 	}
 	tot := Total(vs)
