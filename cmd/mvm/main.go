@@ -86,7 +86,7 @@ serial console, services PSCI in userspace, and measures what the guest does.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see 'mvm %s --help')", err, c.Name())}
 	})
-	root.AddCommand(newRunCmd(start), newCapsCmd(), newVersionCmd(), newBenchCmd(start))
+	root.AddCommand(newRunCmd(start), newCapsCmd(), newVersionCmd(), newBenchCmd(start), newProfileCmd())
 	typeArgErrors(root)
 	return root
 }

@@ -1,0 +1,154 @@
+//go:build linux && amd64
+
+package attach
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/internal/x86vm"
+)
+
+// holderEnv makes the test binary a tiny VMM: it creates a VM on this
+// host's /dev/kvm, opens its vCPU's stats file (as QEMU does), runs a guest
+// with holderHalts HLT exits and then waits (holderEnv=wait: until stdin
+// closes; else 300 ms) before it exits.
+const holderEnv = "ATTACH_TEST_HOLDER"
+
+const holderHalts = 6
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(holderEnv); mode != "" {
+		if err := holdVM(mode); err != nil {
+			fmt.Fprintln(os.Stderr, "holder:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func holdVM(mode string) error {
+	vm, err := x86vm.New(x86vm.Program{Port: 0x10, Outs: 3, Halts: holderHalts}, x86vm.Options{})
+	if err != nil {
+		return err
+	}
+	defer vm.Close()
+	stats, err := kvmstat.GetStatsFD(vm.VCPUFd())
+	if err != nil {
+		return err
+	}
+	defer stats.Close()
+	// Give a profiler polling every 20 ms time to copy the stats file
+	// before the guest runs, so none of its exits is uncounted.
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := vm.Run(ctx); err != nil {
+		return err
+	}
+	fmt.Println("RAN")
+	if mode == "wait" {
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		return nil
+	}
+	time.Sleep(300 * time.Millisecond)
+	return nil
+}
+
+func statTotal(t *testing.T, rep *exits.Report, name string) (uint64, bool) {
+	t.Helper()
+	for _, r := range rep.KVMStats {
+		if r.Name == name && r.VCPU == "0" {
+			return r.Delta, true
+		}
+	}
+	return 0, false
+}
+
+func source(rep *exits.Report, name string) exits.SourceStatus {
+	for _, s := range rep.Sources {
+		if s.Name == name {
+			return s
+		}
+	}
+	return exits.SourceStatus{}
+}
+
+// TestCommandStatsFromCreation profiles a command that creates a VM after
+// it starts: its stats file is found and copied while it runs, counted from
+// the vCPU's creation, and read after the command has exited.
+func TestCommandStatsFromCreation(t *testing.T) {
+	t.Setenv(holderEnv, "exit")
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	res, err := Run(context.Background(), Config{
+		Command: []string{os.Args[0], "-test.run=^$"},
+		Stdin:   devnull, Stdout: devnull,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Exited || res.State == nil || res.State.ExitCode() != 0 {
+		t.Fatalf("command: exited %v, state %v", res.Exited, res.State)
+	}
+	if s := source(res.Report, exits.SourceKVMStats); !s.Used {
+		t.Fatalf("kvm_stats unused: %s", s.Reason)
+	}
+	if v, ok := statTotal(t, res.Report, "halt_exits"); !ok || v != holderHalts {
+		t.Errorf("vCPU 0 halt_exits %d (found %v), the guest made %d HLT exits", v, ok, holderHalts)
+	}
+	if s := source(res.Report, exits.SourceUserspace); s.Used {
+		t.Error("userspace source claimed for another VMM")
+	}
+}
+
+// TestPIDDetaches attaches to a running VMM for a while, counts stats from
+// then on (the guest already finished: no new HLTs) and leaves it running.
+func TestPIDDetaches(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), holderEnv+"=wait")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "RAN\n" {
+		t.Fatalf("holder said %q, %v", line, err)
+	}
+	res, err := Run(context.Background(), Config{PID: cmd.Process.Pid, Duration: 200 * time.Millisecond, Sources: []string{exits.SourceKVMStats}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Exited {
+		t.Error("Run says the holder exited")
+	}
+	if v, ok := statTotal(t, res.Report, "halt_exits"); !ok || v != 0 {
+		t.Errorf("halt_exits after attaching = %d (found %v), want 0", v, ok)
+	}
+	if s := source(res.Report, exits.SourceTracepoint); s.Used || s.Reason == "" {
+		t.Errorf("tracepoint source %+v, want not requested", s)
+	}
+	// Still running and still answering.
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("holder gone after detach: %v", err)
+	}
+}

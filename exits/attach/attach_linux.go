@@ -1,0 +1,607 @@
+//go:build linux
+
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
+
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/exits/metrics"
+	"github.com/mvm-dev/mvm/exits/tracepoint"
+	"github.com/mvm-dev/mvm/internal/kvmproc"
+)
+
+// Config says what to profile and how.
+type Config struct {
+	// PID attaches to a running process; Command (argv) starts one
+	// instead. Exactly one must be set.
+	PID     int
+	Command []string
+	// Stdin, Stdout and Stderr of the command (nil: mvm's own).
+	Stdin          *os.File
+	Stdout, Stderr *os.File
+	// Sources limits the profile to these sources (exits.SourceKVMStats,
+	// exits.SourceTracepoint); empty means all.
+	Sources []string
+	// Duration ends profiling after this long (0: when the process exits
+	// or ctx ends).
+	Duration time.Duration
+	// Interval is how often Live is called with the report so far (0: a
+	// second); Live may be nil.
+	Interval time.Duration
+	Live     func(*exits.Report)
+	// MetricsAddr serves Prometheus metrics on HOST:PORT while profiling.
+	MetricsAddr string
+	// Logger receives diagnostics (nil: slog.Default()).
+	Logger *slog.Logger
+	// Tracefs overrides where the tracepoints are read (tests).
+	Tracefs string
+	// Started, if set, is told the command's PID once it runs (so the
+	// caller can forward signals to it).
+	Started func(pid int)
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	// Report is the profile at the end.
+	Report *exits.Report
+	// PID is the profiled process; Name its command name.
+	PID  int
+	Name string
+	// Exited says the process ended while profiled; State is how (for a
+	// Command; nil for a PID, which mvm cannot reap).
+	Exited bool
+	State  *os.ProcessState
+	// Notes are one-line remarks about what could not be told apart.
+	Notes []string
+	// waited delivers a command's end when profiling stopped before it.
+	waited <-chan error
+	cmd    *exec.Cmd
+}
+
+// Wait waits for a command that was still running when profiling ended
+// (Duration) and returns how it ended; for a PID, or a command that had
+// already exited, it returns State at once.
+func (r *Result) Wait() *os.ProcessState {
+	if r.Exited || r.waited == nil {
+		return r.State
+	}
+	<-r.waited
+	r.Exited, r.State = true, r.cmd.ProcessState
+	return r.State
+}
+
+// ErrBadConfig wraps configuration mistakes.
+var ErrBadConfig = errors.New("bad profile configuration")
+
+// Run profiles the process until it exits, cfg.Duration passes or ctx ends.
+// Errors that stop it from profiling anything (the process is gone, holds no
+// VM, mvm lacks ptrace access) come back as errors wrapping
+// kvmproc.ErrGone, kvmproc.ErrNotKVM or a *kvmproc.AccessError; sources that
+// cannot be used are reported in the Sources list and in Result.Notes.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if (cfg.PID != 0) == (len(cfg.Command) > 0) {
+		return nil, fmt.Errorf("%w: give either a PID or a command", ErrBadConfig)
+	}
+	for _, s := range cfg.Sources {
+		if s != exits.SourceKVMStats && s != exits.SourceTracepoint {
+			return nil, fmt.Errorf("%w: unknown source %q (kvm_stats, tracepoint)", ErrBadConfig, s)
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	r := &run{cfg: cfg, log: cfg.Logger, stats: map[int]*statsFile{}}
+	defer r.close()
+	return r.run(ctx)
+}
+
+// run is one profiling session.
+type run struct {
+	cfg  Config
+	log  *slog.Logger
+	proc *kvmproc.Process
+	cmd  *kvmproc.Started
+	// waitErr receives the command's exit (Command mode).
+	waited chan error
+
+	trace    *tracepoint.Profiler
+	traceErr error
+	traceRun chan struct{}
+	stopRun  context.CancelFunc
+
+	mu       sync.Mutex
+	stats    map[int]*statsFile // vCPU id (-1: the VM) -> file
+	statsErr error
+	mapped   map[int]bool // TIDs whose vCPU is known
+	start    time.Time
+	notes    []string
+}
+
+// statsFile is a copied KVM stats file with its baseline.
+type statsFile struct {
+	f      *kvmstat.File
+	before *kvmstat.StatsSnapshot
+}
+
+func (r *run) want(src string) bool {
+	return len(r.cfg.Sources) == 0 || slices.Contains(r.cfg.Sources, src)
+}
+
+var errNotAsked = errors.New("not requested (--sources)")
+
+func (r *run) run(ctx context.Context) (*Result, error) {
+	if r.want(exits.SourceTracepoint) {
+		r.trace, r.traceErr = tracepoint.New(tracepoint.Config{Tracefs: r.cfg.Tracefs, Logger: r.log})
+	} else {
+		r.traceErr = errNotAsked
+	}
+	if !r.want(exits.SourceKVMStats) {
+		r.statsErr = errNotAsked
+	}
+	var err error
+	if len(r.cfg.Command) > 0 {
+		err = r.startCommand()
+	} else {
+		err = r.attachPID(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{PID: r.proc.PID}
+	res.Name, _ = r.proc.Name()
+	r.start = time.Now()
+	if r.trace != nil {
+		tctx, cancel := context.WithCancel(context.Background())
+		r.stopRun, r.traceRun = cancel, make(chan struct{})
+		go func() {
+			defer close(r.traceRun)
+			if err := r.trace.Run(tctx); err != nil {
+				r.log.Warn("tracepoint reader stopped", "err", err)
+			}
+		}()
+	}
+	srv, err := r.serveMetrics()
+	if err != nil {
+		r.abandon()
+		return nil, err
+	}
+	if srv != nil {
+		defer srv.Close()
+	}
+
+	res.Exited, res.State = r.follow(ctx)
+	res.Report = r.finish()
+	res.Notes = r.notes
+	if r.cmd != nil {
+		res.waited, res.cmd = r.waited, r.cmd.Cmd
+	}
+	return res, nil
+}
+
+// startCommand starts the command stopped at exec, opens the inherited
+// tracepoint events on it and lets it run.
+func (r *run) startCommand() error {
+	c := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = orStd(r.cfg.Stdin, os.Stdin), orStd(r.cfg.Stdout, os.Stdout), orStd(r.cfg.Stderr, os.Stderr)
+	st, err := kvmproc.Start(c)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", r.cfg.Command[0], err)
+	}
+	r.cmd = st
+	if r.proc, err = kvmproc.Open(st.PID()); err != nil {
+		st.Kill()
+		return err
+	}
+	if r.trace != nil {
+		cpus, err := onlineCPUs()
+		if err == nil {
+			err = r.trace.AttachProcess(st.PID(), cpus)
+		}
+		if err != nil {
+			r.dropTrace(err)
+		}
+	}
+	if err := st.Resume(); err != nil {
+		st.Kill()
+		return err
+	}
+	r.waited = make(chan error, 1)
+	go func() { r.waited <- st.Cmd.Wait() }()
+	if r.cfg.Started != nil {
+		r.cfg.Started(st.PID())
+	}
+	return nil
+}
+
+// attachPID looks into a running process: its VM, vCPUs, stats files and
+// vCPU threads. Stats are counted from now.
+func (r *run) attachPID(ctx context.Context) error {
+	p, err := kvmproc.Open(r.cfg.PID)
+	if err != nil {
+		return err
+	}
+	r.proc = p
+	k, err := p.KVM()
+	if err != nil {
+		return err
+	}
+	r.copyStats(k, false)
+	if r.trace == nil {
+		return nil
+	}
+	// vCPU threads by name, else by the KVM_RUN they sit in; a thread
+	// running guest code is caught on a later look (up to ~100 ms).
+	vts, err := p.MapVCPUs(ctx, k, 20, 5*time.Millisecond)
+	if err != nil {
+		r.dropTrace(err)
+		return nil
+	}
+	byTID := map[int]int{}
+	for _, v := range vts {
+		byTID[v.TID] = v.VCPU
+	}
+	ts, err := p.Threads()
+	if err != nil {
+		return err
+	}
+	// Every thread is followed (only vCPU threads fire kvm_exit); those
+	// not mapped to a vCPU show as vCPU -1.
+	for _, t := range ts {
+		vcpu, ok := byTID[t.TID]
+		if !ok {
+			vcpu = -1
+		}
+		if err := r.trace.Attach(vcpu, t.TID); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				continue // the thread exited meanwhile
+			}
+			r.dropTrace(err)
+			return nil
+		}
+	}
+	if len(vts) < len(k.VCPUs) {
+		r.note(fmt.Sprintf("%d of %d vCPU threads identified (thread names, KVM_RUN); the others' exits show under vCPU -1", len(vts), len(k.VCPUs)))
+	}
+	return nil
+}
+
+// copyStats copies the stats files of k not copied yet. fromZero counts
+// them from the VM's creation (a command profiled from its start), else
+// from now.
+func (r *run) copyStats(k *kvmproc.KVM, fromZero bool) {
+	if r.statsErr != nil && !errors.Is(r.statsErr, errNoStatsYet) {
+		return
+	}
+	fds := append(slices.Clone(k.VCPUStats), k.VMStats...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, fd := range fds {
+		id := fd.VCPU
+		if fd.Kind == kvmproc.KindVMStats {
+			id = -1
+		}
+		if _, ok := r.stats[id]; ok {
+			continue
+		}
+		f, err := r.proc.CopyFD(fd.Num)
+		if err != nil {
+			r.statsErr = err
+			return
+		}
+		sf, err := kvmstat.FromFile(f)
+		if err != nil {
+			r.statsErr = err
+			return
+		}
+		var before *kvmstat.StatsSnapshot
+		if fromZero {
+			before, err = sf.Layout.Decode(make([]byte, sf.Layout.DataSize))
+		} else {
+			before, err = sf.Snapshot()
+		}
+		if err != nil {
+			sf.Close()
+			r.statsErr = err
+			return
+		}
+		r.stats[id] = &statsFile{f: sf, before: before}
+	}
+	switch {
+	case len(r.stats) > 0:
+		r.statsErr = nil
+	case len(k.VCPUs) > 0:
+		// KVM answers KVM_GET_STATS_FD only to the VM's creator.
+		r.statsErr = errors.New("the VMM holds no KVM stats files to copy (KVM refuses KVM_GET_STATS_FD from other processes; QEMU opens one per vCPU)")
+	default:
+		r.statsErr = errNoStatsYet
+	}
+}
+
+var errNoStatsYet = errors.New("the process created no vCPU while profiled")
+
+// follow waits for the end and, for a command, keeps looking for new KVM
+// objects and vCPU threads; it calls Live every interval.
+func (r *run) follow(ctx context.Context) (exited bool, state *os.ProcessState) {
+	var deadline <-chan time.Time
+	if r.cfg.Duration > 0 {
+		t := time.NewTimer(r.cfg.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	scan := time.NewTicker(20 * time.Millisecond)
+	defer scan.Stop()
+	live := time.NewTicker(r.cfg.Interval)
+	defer live.Stop()
+	gone := make(chan struct{})
+	if r.waited == nil {
+		wctx, cancel := context.WithCancel(ctx)
+		stopped := make(chan struct{})
+		defer func() { cancel(); <-stopped }() // before the pidfd closes
+		go func() {
+			defer close(stopped)
+			if r.proc.WaitExit(wctx) == nil {
+				close(gone)
+			}
+		}()
+	}
+	for {
+		select {
+		case err := <-r.waited:
+			r.rescan() // a last look at what the command left
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return true, ee.ProcessState
+			}
+			return true, r.cmd.Cmd.ProcessState
+		case <-gone:
+			return true, nil
+		case <-ctx.Done():
+			return false, nil
+		case <-deadline:
+			return false, nil
+		case <-scan.C:
+			if r.cmd != nil {
+				r.rescan()
+			}
+		case <-live.C:
+			if r.cfg.Live != nil {
+				r.cfg.Live(r.report())
+			}
+		}
+	}
+}
+
+// rescan copies new stats files and maps new vCPU threads of a command.
+func (r *run) rescan() {
+	k, err := r.proc.KVM()
+	if err != nil {
+		return // not yet a KVM process, or gone
+	}
+	r.copyStats(k, true)
+	if r.trace == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.mapped == nil {
+		r.mapped = map[int]bool{}
+	}
+	done := len(r.mapped) >= len(k.VCPUs)
+	r.mu.Unlock()
+	if done {
+		return
+	}
+	vts, err := r.proc.MapVCPUs(context.Background(), k, 1, 0)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range vts {
+		if !r.mapped[v.TID] {
+			r.mapped[v.TID] = true
+			r.trace.SetVCPU(v.TID, v.VCPU)
+		}
+	}
+}
+
+func (r *run) dropTrace(err error) {
+	if r.trace != nil {
+		r.trace.Close()
+		r.trace = nil
+	}
+	r.traceErr = err
+}
+
+func (r *run) note(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, s)
+}
+
+// report builds the report so far (live) from the stats and the trace
+// aggregate.
+func (r *run) report() *exits.Report {
+	rep := &exits.Report{DurationNS: uint64(time.Since(r.start))}
+	rep.SetSource(exits.SourceUserspace, "", errors.New("the exits that reach another VMM are counted inside it"))
+	r.addStats(rep)
+	if r.trace != nil {
+		tracepoint.AddTo(rep, r.trace.Namer(), r.trace.Aggregator().Snapshot())
+		how := "kvm:kvm_entry and kvm:kvm_exit samples of every thread of the process (perf_event_open per thread)"
+		if r.cmd != nil {
+			how = "kvm:kvm_entry and kvm:kvm_exit samples of the command and every thread it created (perf_event_open, inherited, per CPU)"
+		}
+		rep.SetSource(exits.SourceTracepoint, how, nil)
+	} else {
+		rep.SetSource(exits.SourceTracepoint, "", r.traceErr)
+	}
+	return rep
+}
+
+func (r *run) addStats(rep *exits.Report) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.stats) == 0 {
+		err := r.statsErr
+		if err == nil {
+			err = errNoStatsYet
+		}
+		rep.SetSource(exits.SourceKVMStats, "", err)
+		return
+	}
+	ids := make([]int, 0, len(r.stats))
+	for id := range r.stats {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var rows, cpuRows []exits.StatRow
+	for _, id := range ids {
+		sf := r.stats[id]
+		after, err := sf.f.Snapshot()
+		if err == nil {
+			var d []kvmstat.StatDelta
+			if d, err = kvmstat.Delta(sf.before, after); err == nil {
+				label := exits.VMVCPU
+				if id >= 0 {
+					label = strconv.Itoa(id)
+					cpuRows = append(cpuRows, kvmstat.Rows(label, d)...)
+				}
+				rows = append(rows, kvmstat.Rows(label, d)...)
+				continue
+			}
+		}
+		rep.SetSource(exits.SourceKVMStats, "", err)
+		return
+	}
+	kvmstat.AddTo(rep, append(rows, kvmstat.TotalRows(cpuRows)...))
+	what := "the VMM's own KVM stats files, copied with pidfd_getfd"
+	if r.cmd != nil {
+		what += ", counted from each vCPU's creation"
+	} else {
+		what += ", deltas from attaching"
+	}
+	if _, ok := r.stats[-1]; !ok {
+		what += "; the VM's own stats are not open in the VMM"
+	}
+	rep.SetSource(exits.SourceKVMStats, what, nil)
+}
+
+// liveStats is the metrics callback.
+func (r *run) liveStats() ([]kvmstat.Labeled, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []kvmstat.Labeled
+	for id, sf := range r.stats {
+		s, err := sf.f.Snapshot()
+		if err != nil {
+			return nil, err
+		}
+		label := exits.VMVCPU
+		if id >= 0 {
+			label = strconv.Itoa(id)
+		}
+		out = append(out, kvmstat.Labeled{VCPU: label, Snapshot: s})
+	}
+	slices.SortFunc(out, func(a, b kvmstat.Labeled) int { return exits.VCPUOrder(a.VCPU) - exits.VCPUOrder(b.VCPU) })
+	return out, nil
+}
+
+func (r *run) serveMetrics() (*http.Server, error) {
+	if r.cfg.MetricsAddr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", r.cfg.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics address %s: %w", r.cfg.MetricsAddr, err)
+	}
+	cc := metrics.CollectorConfig{KVMStats: r.liveStats}
+	if r.trace != nil {
+		cc.Trace = r.trace.Aggregator()
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(metrics.NewCollector(cc)); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("register exit metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
+
+// finish stops the tracepoint reader and builds the final report.
+func (r *run) finish() *exits.Report {
+	if r.trace != nil && r.stopRun != nil {
+		r.stopRun()
+		<-r.traceRun
+		r.stopRun = nil
+	}
+	if r.trace != nil {
+		if err := r.trace.Drain(); err != nil {
+			r.log.Warn("last tracepoint drain", "err", err)
+		}
+	}
+	return r.report()
+}
+
+// abandon kills a command that was started but cannot be profiled.
+func (r *run) abandon() {
+	if r.cmd != nil && r.cmd.Cmd.ProcessState == nil {
+		r.cmd.Cmd.Process.Kill()
+		<-r.waited
+	}
+}
+
+func (r *run) close() {
+	if r.stopRun != nil {
+		r.stopRun()
+		<-r.traceRun
+	}
+	if r.trace != nil {
+		r.trace.Close()
+	}
+	r.mu.Lock()
+	for _, sf := range r.stats {
+		sf.f.Close()
+	}
+	r.mu.Unlock()
+	if r.proc != nil {
+		r.proc.Close()
+	}
+}
+
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile(tracepoint.OnlineCPUsFile)
+	if err != nil {
+		return nil, fmt.Errorf("online CPUs: %w", err)
+	}
+	return tracepoint.ParseCPUList(strings.TrimSpace(string(b)))
+}
+
+func orStd(f, std *os.File) *os.File {
+	if f != nil {
+		return f
+	}
+	return std
+}
