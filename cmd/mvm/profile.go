@@ -58,9 +58,10 @@ vCPU threads are told apart by the names VMMs give them (QEMU "CPU n/KVM" with
 crosvm "crosvm_vcpuN", kvmtool "kvm-vcpu-N", mvm "mvm-vcpu-N"), else by the
 KVM_RUN ioctl a thread sits in.
 
-Privileges: ptrace access to the process (root or CAP_SYS_PTRACE) for
-everything; CAP_PERFMON (or root) and tracefs for tracepoints. What is missing
-is named on one line, and the rest still runs.
+Privileges: ptrace access to the process for everything (root; the VMM's own
+user; or CAP_SYS_PTRACE with CAP_DAC_READ_SEARCH for another user's VMM);
+CAP_PERFMON (or root) and tracefs for tracepoints. What is missing is named on
+one line, and the rest still runs.
 
 Exit status: the command's with -- COMMAND (128+N if signal N killed it);
 0 with --pid when the profile was written; 1 when nothing could be profiled;
@@ -271,7 +272,7 @@ func profileError(f *profileFlags, args []string, err error) error {
 		}
 		return &exitError{1, fmt.Sprintf("%s%s is not a KVM process: it holds no anon_inode:kvm-vm file descriptor", what, name)}
 	case errors.As(err, &ae):
-		return &exitError{1, fmt.Sprintf("%s: no ptrace access (%s: %v): run as root or with CAP_SYS_PTRACE; nothing can be profiled without it", what, ae.Op, ae.Err)}
+		return &exitError{1, fmt.Sprintf("%s: no ptrace access (%s: %v): run as root, as the VMM's user, or with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH; nothing can be profiled without it", what, ae.Op, ae.Err)}
 	case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT):
 		return &exitError{127, fmt.Sprintf("%s: command not found", what)}
 	}

@@ -134,6 +134,7 @@ type run struct {
 	stats    map[int]*statsFile // vCPU id (-1: the VM) -> file
 	statsErr error
 	mapped   map[int]bool // TIDs whose vCPU is known
+	vcpus    int          // vCPU descriptors seen
 	start    time.Time
 	notes    []string
 }
@@ -142,6 +143,8 @@ type run struct {
 type statsFile struct {
 	f      *kvmstat.File
 	before *kvmstat.StatsSnapshot
+	// final is the last snapshot, once taken (finish).
+	final *kvmstat.StatsSnapshot
 }
 
 func (r *run) want(src string) bool {
@@ -150,9 +153,15 @@ func (r *run) want(src string) bool {
 
 var errNotAsked = errors.New("not requested (--sources)")
 
+// ringPages is the size of each tracepoint ring in pages: 4 MiB, four
+// times mvm run's, since another VMM's rings are per CPU or per thread of
+// the whole process and bursts of sysreg traps (tens of thousands a second
+// in the lab) overflowed 1 MiB between drains.
+const ringPages = 1024
+
 func (r *run) run(ctx context.Context) (*Result, error) {
 	if r.want(exits.SourceTracepoint) {
-		r.trace, r.traceErr = tracepoint.New(tracepoint.Config{Tracefs: r.cfg.Tracefs, Logger: r.log})
+		r.trace, r.traceErr = tracepoint.New(tracepoint.Config{Tracefs: r.cfg.Tracefs, Logger: r.log, RingPages: ringPages})
 	} else {
 		r.traceErr = errNotAsked
 	}
@@ -192,6 +201,9 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 
 	res.Exited, res.State = r.follow(ctx)
 	res.Report = r.finish()
+	if r.trace != nil && len(r.mapped) < r.vcpus {
+		r.note(fmt.Sprintf("%d of %d vCPU threads identified (by thread name or the KVM_RUN they sat in); the others' exits show under vCPU -1", len(r.mapped), r.vcpus))
+	}
 	res.Notes = r.notes
 	if r.cmd != nil {
 		res.waited, res.cmd = r.waited, r.cmd.Cmd
@@ -246,7 +258,9 @@ func (r *run) attachPID(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.copyStats(k, false)
+	// Tracepoints first, stats baseline second (and at the end the other
+	// way round), so the tracepoints cover at least the stats' window.
+	defer r.copyStats(k, false)
 	if r.trace == nil {
 		return nil
 	}
@@ -258,8 +272,10 @@ func (r *run) attachPID(ctx context.Context) error {
 		return nil
 	}
 	byTID := map[int]int{}
+	r.mapped = map[int]bool{}
 	for _, v := range vts {
 		byTID[v.TID] = v.VCPU
+		r.mapped[v.TID] = true
 	}
 	ts, err := p.Threads()
 	if err != nil {
@@ -280,9 +296,7 @@ func (r *run) attachPID(ctx context.Context) error {
 			return nil
 		}
 	}
-	if len(vts) < len(k.VCPUs) {
-		r.note(fmt.Sprintf("%d of %d vCPU threads identified (thread names, KVM_RUN); the others' exits show under vCPU -1", len(vts), len(k.VCPUs)))
-	}
+	r.vcpus = len(k.VCPUs)
 	return nil
 }
 
@@ -290,8 +304,8 @@ func (r *run) attachPID(ctx context.Context) error {
 // them from the VM's creation (a command profiled from its start), else
 // from now.
 func (r *run) copyStats(k *kvmproc.KVM, fromZero bool) {
-	if r.statsErr != nil && !errors.Is(r.statsErr, errNoStatsYet) {
-		return
+	if r.statsErr != nil && !errors.Is(r.statsErr, errNoStatsYet) && !errors.Is(r.statsErr, errNoStatsFiles) {
+		return // not asked for, or copying failed for good
 	}
 	fds := append(slices.Clone(k.VCPUStats), k.VMStats...)
 	r.mu.Lock()
@@ -331,14 +345,17 @@ func (r *run) copyStats(k *kvmproc.KVM, fromZero bool) {
 	case len(r.stats) > 0:
 		r.statsErr = nil
 	case len(k.VCPUs) > 0:
-		// KVM answers KVM_GET_STATS_FD only to the VM's creator.
-		r.statsErr = errors.New("the VMM holds no KVM stats files to copy (KVM refuses KVM_GET_STATS_FD from other processes; QEMU opens one per vCPU)")
+		r.statsErr = errNoStatsFiles // so far: QEMU opens them just after each vCPU
 	default:
 		r.statsErr = errNoStatsYet
 	}
 }
 
-var errNoStatsYet = errors.New("the process created no vCPU while profiled")
+var (
+	errNoStatsYet = errors.New("the process created no vCPU while profiled")
+	// KVM answers KVM_GET_STATS_FD only to the VM's creator.
+	errNoStatsFiles = errors.New("the VMM holds no KVM stats files to copy (KVM refuses KVM_GET_STATS_FD from other processes; QEMU opens one per vCPU)")
+)
 
 // follow waits for the end and, for a command, keeps looking for new KVM
 // objects and vCPU threads; it calls Live every interval.
@@ -381,9 +398,7 @@ func (r *run) follow(ctx context.Context) (exited bool, state *os.ProcessState) 
 		case <-deadline:
 			return false, nil
 		case <-scan.C:
-			if r.cmd != nil {
-				r.rescan()
-			}
+			r.rescan()
 		case <-live.C:
 			if r.cfg.Live != nil {
 				r.cfg.Live(r.report())
@@ -392,13 +407,16 @@ func (r *run) follow(ctx context.Context) (exited bool, state *os.ProcessState) 
 	}
 }
 
-// rescan copies new stats files and maps new vCPU threads of a command.
+// rescan copies new stats files and maps vCPU threads not mapped yet:
+// a thread is seen in KVM_RUN only while it is blocked there (a halted
+// vCPU), so busy ones are found on a later look, and their whole history
+// moves to their vCPU then.
 func (r *run) rescan() {
 	k, err := r.proc.KVM()
 	if err != nil {
 		return // not yet a KVM process, or gone
 	}
-	r.copyStats(k, true)
+	r.copyStats(k, r.cmd != nil)
 	if r.trace == nil {
 		return
 	}
@@ -406,6 +424,7 @@ func (r *run) rescan() {
 	if r.mapped == nil {
 		r.mapped = map[int]bool{}
 	}
+	r.vcpus = max(r.vcpus, len(k.VCPUs))
 	done := len(r.mapped) >= len(k.VCPUs)
 	r.mu.Unlock()
 	if done {
@@ -477,7 +496,10 @@ func (r *run) addStats(rep *exits.Report) {
 	var rows, cpuRows []exits.StatRow
 	for _, id := range ids {
 		sf := r.stats[id]
-		after, err := sf.f.Snapshot()
+		after, err := sf.final, error(nil)
+		if after == nil {
+			after, err = sf.f.Snapshot()
+		}
 		if err == nil {
 			var d []kvmstat.StatDelta
 			if d, err = kvmstat.Delta(sf.before, after); err == nil {
@@ -552,6 +574,13 @@ func (r *run) serveMetrics() (*http.Server, error) {
 
 // finish stops the tracepoint reader and builds the final report.
 func (r *run) finish() *exits.Report {
+	r.mu.Lock()
+	for _, sf := range r.stats {
+		if snap, err := sf.f.Snapshot(); err == nil {
+			sf.final = snap
+		}
+	}
+	r.mu.Unlock()
 	if r.trace != nil && r.stopRun != nil {
 		r.stopRun()
 		<-r.traceRun

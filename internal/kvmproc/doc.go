@@ -15,5 +15,8 @@
 //
 // Copying a descriptor needs ptrace access to the process
 // (PTRACE_MODE_ATTACH_REALCREDS: root, CAP_SYS_PTRACE, or the same user
-// under Yama's ptrace_scope 0/1 rules); so does reading /proc/PID/fd.
+// under Yama's ptrace_scope 0/1 rules). Listing /proc/PID/fd goes by the
+// directory's mode (0500, the process's owner; fs/proc/fd.c
+// proc_fd_permission), so another user's VMM also needs
+// CAP_DAC_READ_SEARCH.
 package kvmproc

@@ -32,7 +32,7 @@ type AccessError struct {
 }
 
 func (e *AccessError) Error() string {
-	return fmt.Sprintf("%s of process %d: %v (needs ptrace access: root or CAP_SYS_PTRACE)", e.Op, e.PID, e.Err)
+	return fmt.Sprintf("%s of process %d: %v (needs ptrace access: root, the same user, or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH)", e.Op, e.PID, e.Err)
 }
 
 func (e *AccessError) Unwrap() error { return e.Err }

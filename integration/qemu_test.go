@@ -1,0 +1,240 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// qemuArgs is a QEMU command line booting the Linux test guest on KVM with
+// vCPUs, as in DESIGN.md section 7.
+func qemuArgs(t *testing.T, vcpus int, extra ...string) []string {
+	args := []string{env(t, "MVM_QEMU"),
+		"-machine", "virt,gic-version=3", "-accel", "kvm", "-cpu", "host",
+		"-smp", strconv.Itoa(vcpus), "-m", "256", "-nographic", "-nic", "none", "-no-reboot",
+		"-kernel", env(t, "MVM_LINUX"), "-initrd", testInitrd(t),
+		"-append", "console=ttyAMA0 quiet panic=-1"}
+	return append(args, extra...)
+}
+
+// qemuProfile is the part of mvm profile's JSON the QEMU tests read.
+type qemuProfile struct {
+	profileJSON
+	Lost uint64 `json:"tracepoint_lost"`
+}
+
+func readQEMUProfile(t *testing.T, path string) qemuProfile {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p qemuProfile
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatalf("profile JSON: %v\n%s", err, data)
+	}
+	return p
+}
+
+// TestQEMUProfileCommand profiles a whole QEMU boot of Linux on 2 vCPUs
+// with mvm profile -- COMMAND: QEMU's exit status comes back, the table
+// has arm64 reasons, and per vCPU the kvm_exit tracepoint counts of WFx,
+// HVC64 and all exits equal wfi+wfe, hvc_exit_stat and exits of QEMU's own
+// vCPU stats files, read through pidfd_getfd copies.
+func TestQEMUProfileCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "profile.json")
+	args := append([]string{"profile", "--format", "json", "--out", out, "--"},
+		qemuArgs(t, 2, "-name", "guest=mvm-test,debug-threads=on")...)
+	r := mvm(t, 4*time.Minute, args...)
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstderr:\n%s\nstdout:\n%s", r.code, r.stderr, r.stdout)
+	}
+	if !strings.Contains(r.stdout, "mvm-guest: poweroff") {
+		t.Errorf("the guest did not finish its boot under QEMU:\n%s", r.stdout)
+	}
+	p := readQEMUProfile(t, out)
+	for _, src := range []string{"kvm_stats", "tracepoint"} {
+		if ok, why := p.used(src); !ok {
+			t.Fatalf("source %s not used: %s", src, why)
+		}
+	}
+	if p.Lost != 0 {
+		t.Fatalf("the kernel dropped %d tracepoint records: counts are lower bounds", p.Lost)
+	}
+	for _, reason := range []string{"WFx", "HVC64", "IRQ", "DABT_LOW"} {
+		if p.count("tracepoint", "total", reason) == 0 {
+			t.Errorf("no %s exits in the QEMU profile", reason)
+		}
+	}
+	if n := p.sum("tracepoint", "-1"); n != 0 {
+		t.Errorf("%d exits on threads not told apart as vCPUs (QEMU's CPU n/KVM names)", n)
+	}
+	for _, v := range []string{"0", "1", "total"} {
+		stat := func(name string) uint64 {
+			d, ok := p.stat(v, name)
+			if !ok {
+				t.Fatalf("vCPU %s: no %s in the KVM stats", v, name)
+			}
+			return d
+		}
+		wfx := stat("wfi_exit_stat") + stat("wfe_exit_stat")
+		if got := p.count("tracepoint", v, "WFx"); got != wfx {
+			t.Errorf("vCPU %s: tracepoint WFx %d, stats wfi+wfe %d", v, got, wfx)
+		}
+		if got, want := p.count("tracepoint", v, "HVC64"), stat("hvc_exit_stat"); got != want {
+			t.Errorf("vCPU %s: tracepoint HVC64 %d, stats hvc_exit_stat %d", v, got, want)
+		}
+		if got, want := p.sum("tracepoint", v), stat("exits"); got != want {
+			t.Errorf("vCPU %s: tracepoint exits %d, stats exits %d", v, got, want)
+		}
+		t.Logf("vCPU %s: WFx %d HVC64 %d exits %d", v, wfx, stat("hvc_exit_stat"), stat("exits"))
+	}
+
+	// mvm's status is the command's.
+	if r := mvm(t, time.Minute, "profile", "--", "sh", "-c", "exit 3"); r.code != 3 {
+		t.Errorf("mvm profile -- sh -c 'exit 3': status %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestQEMUProfileAttach attaches mvm profile --pid to a booting QEMU
+// (without thread names: vCPU threads are found by the KVM_RUN they sit
+// in) three times — unprivileged, with only CAP_SYS_PTRACE and
+// CAP_DAC_READ_SEARCH (no CAP_PERFMON), as root — and
+// the guest still finishes its boot. Also: a PID that is not a KVM
+// process, and one that has gone.
+func TestQEMUProfileAttach(t *testing.T) {
+	var console lockedBuffer
+	q := exec.Command(qemuArgs(t, 2)[0], qemuArgs(t, 2)[1:]...)
+	q.Stdout, q.Stderr = &console, &console
+	if err := q.Start(); err != nil {
+		t.Fatal(err)
+	}
+	qdone := make(chan error, 1)
+	go func() { qdone <- q.Wait() }()
+	defer func() {
+		select {
+		case <-qdone:
+		default:
+			q.Process.Kill()
+			<-qdone
+		}
+	}()
+	pid := strconv.Itoa(q.Process.Pid)
+	// Wait until QEMU holds its VM.
+	for i := 0; ; i++ {
+		ents, _ := os.ReadDir("/proc/" + pid + "/fd")
+		found := false
+		for _, e := range ents {
+			if l, _ := os.Readlink("/proc/" + pid + "/fd/" + e.Name()); l == "anon_inode:kvm-vm" {
+				found = true
+			}
+		}
+		if found {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("QEMU created no VM in 10 s:\n%s", console.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	r := mvmCmd(t, time.Minute, asNobody, "profile", "--pid", pid)
+	oneLineError(t, r, 1, "ptrace access")
+
+	dir := publicDir(t)
+	out := filepath.Join(dir, "no-perfmon.json")
+	r = mvmCmd(t, time.Minute, func(c *exec.Cmd) {
+		asNobody(c)
+		// /proc/PID/fd of another user's process is listed by its mode,
+		// not by ptrace rules: CAP_DAC_READ_SEARCH as well.
+		c.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_PTRACE, unix.CAP_DAC_READ_SEARCH}
+	}, "profile", "--pid", pid, "--duration", "1s", "--format", "json", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("without CAP_PERFMON: status %d, stderr %q", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "mvm: tracepoint unavailable") || !strings.Contains(r.stderr, "CAP_PERFMON") ||
+		!strings.Contains(r.stderr, "profiled with kvm_stats") {
+		t.Errorf("without CAP_PERFMON, stderr should name CAP_PERFMON and what still works:\n%s", r.stderr)
+	}
+	if p := readQEMUProfile(t, out); func() bool { ok, _ := p.used("kvm_stats"); return !ok }() {
+		t.Errorf("without CAP_PERFMON, kvm_stats unused: %+v", p.Sources)
+	}
+
+	out = filepath.Join(dir, "root.json")
+	r = mvm(t, time.Minute, "profile", "--pid", pid, "--duration", "3s", "--format", "json", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("as root: status %d, stderr %q", r.code, r.stderr)
+	}
+	p := readQEMUProfile(t, out)
+	for _, src := range []string{"kvm_stats", "tracepoint"} {
+		if ok, why := p.used(src); !ok {
+			t.Errorf("source %s not used: %s", src, why)
+		}
+	}
+	// Tracepoints are opened before the stats baseline and closed after
+	// the last stats read, so they count at least what the stats count,
+	// and little more (the exits between the two).
+	tp, st := p.sum("tracepoint", "total"), uint64(0)
+	if d, ok := p.stat("total", "exits"); ok {
+		st = d
+	}
+	t.Logf("attached 3 s: tracepoint exits %d (lost %d), stats exits %d; stderr %q", tp, p.Lost, st, r.stderr)
+	if st == 0 || (p.Lost == 0 && (tp < st || tp > st+st/20+50)) {
+		t.Errorf("tracepoint exits %d vs stats exits %d over the attached window", tp, st)
+	}
+
+	select {
+	case err := <-qdone:
+		qdone <- err
+		if err != nil {
+			t.Fatalf("QEMU after mvm detached: %v\n%s", err, console.String())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("QEMU did not finish after mvm detached:\n%s", console.String())
+	}
+	if !strings.Contains(console.String(), "mvm-guest: poweroff") {
+		t.Errorf("the guest did not finish its boot after mvm detached:\n%s", console.String())
+	}
+
+	// Not a KVM process; a process that has gone.
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r = mvm(t, time.Minute, "profile", "--pid", strconv.Itoa(sleep.Process.Pid))
+	oneLineError(t, r, 1, "is not a KVM process")
+	sleep.Process.Signal(syscall.SIGKILL)
+	sleep.Wait()
+	r = mvm(t, time.Minute, "profile", "--pid", strconv.Itoa(sleep.Process.Pid))
+	oneLineError(t, r, 1, "no such process")
+}
