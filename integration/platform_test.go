@@ -134,8 +134,8 @@ var (
 )
 
 // TestPMUPayload runs the bare-metal PMU payload on 2 vCPUs (the second
-// started by CPU_ON, so after mvm's KVM_ARM_VCPU_INIT of it) with and
-// without --pmu. With it, ID_AA64DFR0_EL1 shows a PMUv3 and the cycle
+// started by CPU_ON, so after mvm's KVM_ARM_VCPU_INIT of it, or KVM's own
+// reset with --psci kernel) with and without --pmu. With it, ID_AA64DFR0_EL1 shows a PMUv3 and the cycle
 // counter counts on both vCPUs. Without it KVM hides the PMU: PMUVer reads
 // 0 and a PMCR_EL0 access is UNDEFINED (KVM injects an undefined
 // instruction exception for a PMU register of a vCPU without the PMU
@@ -165,15 +165,19 @@ func TestPMUPayload(t *testing.T) {
 		t.Errorf("mvm caps has no guest PMU item:\n%s", c.stdout)
 	}
 
-	for _, withPMU := range []bool{true, false} {
-		name := "pmu"
-		args := []string{"run", "--kernel", payload(t, "pmu.bin"), "--cpus", "2", "--memory", "64M"}
+	// With KVM's PSCI too: KVM then resets vCPU 1 for its CPU_ON itself.
+	for _, c := range []struct {
+		withPMU bool
+		psci    string
+	}{{true, "user"}, {true, "kernel"}, {false, "user"}} {
+		withPMU := c.withPMU
+		name := "nopmu"
+		args := []string{"run", "--kernel", payload(t, "pmu.bin"), "--cpus", "2", "--memory", "64M", "--psci", c.psci}
 		if withPMU {
 			args = append(args, "--pmu")
-		} else {
-			name = "nopmu"
+			name = "pmu"
 		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(name+"/psci="+c.psci, func(t *testing.T) {
 			r := mvm(t, time.Minute, args...)
 			if r.code != 0 {
 				t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
