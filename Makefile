@@ -11,7 +11,7 @@ LAB_TIMEOUT ?= 25m
 # LAB_RUN=REGEX runs only the matching integration tests (go test -run syntax).
 LAB_RUN   ?= .
 # BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
-BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead
+BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|Virtio
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 CROSS     ?= aarch64-linux-gnu-
 
@@ -136,16 +136,16 @@ LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mv
 $(OUT)/arm64/vmm.test: $(GO_SRC)
 	$(GOFLAGS_ARM64) $(GO) test -c -o $@ ./vmm
 
-bench: $(LAB_BENCH) | lab-deps
+bench: $(LAB_BENCH) $(MODULE_FILES) | lab-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./exits/ ./psci/ ./devices/
 ifeq ($(NATIVE),yes)
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
 	MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
-	  $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
+	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
-	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) \
-	  -run 'export MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox; \
+	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) \
+	  -run 'export MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
 	    /lab/integration.test -test.run "^$$" -test.bench "$(BENCH_RUN)" -test.benchtime $(BENCHTIME) -test.timeout 60m'
 endif

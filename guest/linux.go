@@ -67,9 +67,10 @@ func TestInitramfs(busyboxPath string) ([]byte, error) {
 }
 
 // TestInitramfsWith is TestInitramfs plus the kernel modules names from
-// modulesDir (see AddModules; none when names is empty) and, if cmd is not
-// empty, the shell script /mvm-cmd that TestInit runs.
-func TestInitramfsWith(busyboxPath, modulesDir string, names []string, cmd string) ([]byte, error) {
+// modulesDir (see AddModules; none when names is empty), the host files
+// in files (archive path -> host path) and, if cmd is not empty, the shell
+// script /mvm-cmd that TestInit runs.
+func TestInitramfsWith(busyboxPath, modulesDir string, names []string, files map[string]string, cmd string) ([]byte, error) {
 	a := NewInitramfs()
 	if err := a.AddHostFile("bin/busybox", busyboxPath); err != nil {
 		return nil, fmt.Errorf("test initramfs: %w", err)
@@ -79,6 +80,11 @@ func TestInitramfsWith(busyboxPath, modulesDir string, names []string, cmd strin
 	}
 	if len(names) > 0 {
 		if err := a.AddModules(modulesDir, names); err != nil {
+			return nil, err
+		}
+	}
+	for name, host := range files {
+		if err := a.AddHostFile(name, host); err != nil {
 			return nil, err
 		}
 	}

@@ -27,9 +27,15 @@ import (
 
 // virtioInitrd writes a test initramfs with the virtio modules and cmd as
 // /mvm-cmd, and returns its path.
-func virtioInitrd(t *testing.T, cmd string) string {
+func virtioInitrd(t testing.TB, cmd string) string {
+	return virtioInitrdWith(t, nil, cmd)
+}
+
+// virtioInitrdWith is virtioInitrd with extra host files (archive path ->
+// host path).
+func virtioInitrdWith(t testing.TB, files map[string]string, cmd string) string {
 	t.Helper()
-	blob, err := guest.TestInitramfsWith(env(t, "MVM_BUSYBOX"), env(t, "MVM_MODULES"), guest.VirtioModules, cmd)
+	blob, err := guest.TestInitramfsWith(env(t, "MVM_BUSYBOX"), env(t, "MVM_MODULES"), guest.VirtioModules, files, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +47,7 @@ func virtioInitrd(t *testing.T, cmd string) string {
 }
 
 // randomFile writes n random bytes to dir/name.
-func randomFile(t *testing.T, dir, name string, n int) string {
+func randomFile(t testing.TB, dir, name string, n int) string {
 	t.Helper()
 	data := make([]byte, n)
 	rand.Read(data)
@@ -52,7 +58,7 @@ func randomFile(t *testing.T, dir, name string, n int) string {
 	return p
 }
 
-func sha256File(t *testing.T, path string, off, n int64) string {
+func sha256File(t testing.TB, path string, off, n int64) string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -296,7 +302,7 @@ sleep 600
 
 // labTap creates tap name on the lab side with addr, up, removed at the
 // end of the test.
-func labTap(t *testing.T, name, addr string) {
+func labTap(t testing.TB, name, addr string) {
 	t.Helper()
 	for _, c := range [][]string{{"tunctl", "-t", name}, {"ip", "addr", "add", addr, "dev", name}, {"ip", "link", "set", name, "up"}} {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
