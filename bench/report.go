@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/mvm-dev/mvm/vmm"
 )
 
 // ReportFormat identifies the JSON report's layout; bump it on
@@ -26,13 +28,7 @@ type Report struct {
 }
 
 // Host is where the bench ran; absolute times only compare on one host.
-type Host struct {
-	OS       string `json:"os"`
-	Arch     string `json:"arch"`
-	Kernel   string `json:"kernel,omitempty"`
-	CPUs     int    `json:"cpus"`
-	Hostname string `json:"hostname,omitempty"`
-}
+type Host = vmm.Host
 
 // Config is how the bench was asked to run.
 type Config struct {

@@ -10,6 +10,8 @@ command -v aarch64-linux-gnu-as >/dev/null || need+=(binutils-aarch64-linux-gnu)
 command -v dtc >/dev/null || need+=(device-tree-compiler)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+# make test renders the HTML reports in a real browser (report/browser_test.go).
+command -v chromium >/dev/null || need+=(chromium)
 command -v apt-get >/dev/null || { [[ ${#need[@]} -eq 0 ]] && exit 0; echo "lab: missing ${need[*]} and no apt-get to install them" >&2; exit 1; }
 [[ ${#need[@]} -eq 0 ]] && exit 0
 

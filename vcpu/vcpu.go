@@ -97,9 +97,11 @@ type VCPU struct {
 	ExitKey int
 
 	// LastOn is the most recent power-on request this vCPU acted on;
+	// Woken when its thread took it and began setting the registers,
 	// Entered when it then entered the guest. Read them after Loop returns
 	// or from the Entering callback.
 	LastOn  PowerOnRequest
+	Woken   time.Time
 	Entered time.Time
 }
 
@@ -253,6 +255,7 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 			return nil
 		case req = <-v.on:
 		}
+		v.Woken = time.Now()
 		if err := v.reset(req); err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 		m.timeline.FirstRun = now
 	}
 	if c := &m.timeline.CPUs[v.ID]; c.Entered.IsZero() {
-		c.Entered = now
+		c.Entered, c.Reset = now, v.Woken
 		if v.ID != 0 && m.psci == PSCIUser {
 			c.CPUOn = v.LastOn.Issued
 		}
@@ -85,4 +85,5 @@ func (m *VM) SystemEvent(v *vcpu.VCPU, typ uint32, data []uint64) vcpu.Next {
 // Exited implements vcpu.Handler.
 func (m *VM) Exited(v *vcpu.VCPU, reason uint32, sub int, handle time.Duration) {
 	m.prof.record(v.ID, reason, sub, handle)
+	m.heat.add(v.ID, time.Now())
 }

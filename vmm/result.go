@@ -36,6 +36,29 @@ type Result struct {
 	Memory MemoryUse
 	// Profile is the exit profile (with Config.Profile), else nil.
 	Profile *exits.Report
+	// ExitHeat is every vCPU's userspace exits over time (nil if none).
+	ExitHeat *ExitHeat
+	// Config is what ran, Host where.
+	Config RunConfig
+	Host   Host
+}
+
+// RunConfig is the part of Config a report shows: what was booted and how.
+type RunConfig struct {
+	Kernel  string `json:"kernel"`
+	Initrd  string `json:"initrd,omitempty"`
+	Cmdline string `json:"cmdline,omitempty"`
+	CPUs    int    `json:"cpus"`
+	Memory  uint64 `json:"memory_bytes"`
+	// PSCI is the mode asked for (Result.PSCI is the one used).
+	PSCI    PSCIMode `json:"psci"`
+	Profile bool     `json:"profile,omitempty"`
+}
+
+// RunConfig condenses the configuration for the result.
+func (c Config) RunConfig() RunConfig {
+	return RunConfig{Kernel: c.Kernel, Initrd: c.Initrd, Cmdline: c.Cmdline, CPUs: c.CPUs,
+		Memory: c.Memory, PSCI: c.PSCI, Profile: c.Profile}
 }
 
 // MemoryUse is mvm's memory at the end of a run.
@@ -84,9 +107,12 @@ type Timeline struct {
 	End          time.Time // VM exit
 }
 
-// CPUTimeline is one vCPU's bring-up.
+// CPUTimeline is one vCPU's bring-up: the CPU_ON for it was serviced
+// (CPUOn), its thread took the request and set its registers (Reset; it
+// was reinitialised while it waited), it entered the guest (Entered).
 type CPUTimeline struct {
 	CPUOn   time.Time
+	Reset   time.Time
 	Entered time.Time
 }
 

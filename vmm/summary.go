@@ -18,8 +18,11 @@ type Summary struct {
 	PhasesNS map[string]int64 `json:"phases_ns"`
 	// CPUOnNS and EnteredNS are per vCPU (index = vCPU id); -1 where not
 	// observed. For vCPU 0 CPUOnNS is -1 and EnteredNS is the first run.
-	CPUOnNS   []int64          `json:"cpu_on_ns"`
-	EnteredNS []int64          `json:"entered_ns"`
+	CPUOnNS   []int64 `json:"cpu_on_ns"`
+	EnteredNS []int64 `json:"entered_ns"`
+	// ResetNS is when each vCPU's thread took its power-on request and set
+	// PC and X0 (-1 where not observed).
+	ResetNS   []int64          `json:"reset_ns,omitempty"`
 	MarksNS   []MarkSummary    `json:"marks"`
 	ConsoleNS map[string]int64 `json:"console_marks_ns"`
 	Memory    MemorySummary    `json:"memory"`
@@ -27,6 +30,12 @@ type Summary struct {
 	Virtio    uint64           `json:"virtio_problems"`
 	// Profile is the exit profile (mvm run --profile), as its JSON.
 	Profile *exits.Report `json:"profile,omitempty"`
+	// ExitHeat is every vCPU's userspace exits in time buckets.
+	ExitHeat *ExitHeat `json:"exit_heat,omitempty"`
+	// Config is what was booted, Host where (absent in results of older
+	// mvm versions).
+	Config *RunConfig `json:"config,omitempty"`
+	Host   *Host      `json:"host,omitempty"`
 }
 
 // MarkSummary is one boot-marker write.
@@ -62,6 +71,15 @@ func (r Result) Summary() Summary {
 		Unmapped:  r.UnmappedAccesses,
 		Virtio:    r.VirtioProblems,
 		Profile:   r.Profile,
+		ExitHeat:  r.ExitHeat,
+	}
+	if r.Config.Kernel != "" {
+		c := r.Config
+		s.Config = &c
+	}
+	if r.Host.OS != "" {
+		h := r.Host
+		s.Host = &h
 	}
 	if r.Err != nil {
 		s.Error = r.Err.Error()
@@ -72,6 +90,7 @@ func (r Result) Summary() Summary {
 	for _, c := range t.CPUs {
 		s.CPUOnNS = append(s.CPUOnNS, off(c.CPUOn))
 		s.EnteredNS = append(s.EnteredNS, off(c.Entered))
+		s.ResetNS = append(s.ResetNS, off(c.Reset))
 	}
 	for _, m := range t.Marks {
 		s.MarksNS = append(s.MarksNS, MarkSummary{m.Code, off(m.At)})

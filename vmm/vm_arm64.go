@@ -47,6 +47,7 @@ type VM struct {
 	cpus    []*cpuThread
 	pm      *psci.Machine // PSCI user mode only
 	prof    *vmProfile
+	heat    *exitHeat
 	metrics *metricsServer
 
 	unmappedSeen  sync.Map // guest address -> struct{}: log each once
@@ -177,6 +178,7 @@ func (m *VM) setupProfile() error {
 		return err
 	}
 	m.prof = p
+	m.heat = newExitHeat(m.cfg.Start, len(m.cpus))
 	if m.cfg.Profile {
 		var fds []uintptr
 		var tids []int
@@ -460,6 +462,8 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res.Timeline.Start = m.cfg.Start
 	res.UnmappedAccesses = m.unmappedCount.Load()
 	res.VirtioProblems = m.virtioProblems()
+	res.ExitHeat = m.heat.result()
+	res.Config, res.Host = m.cfg.RunConfig(), CurrentHost()
 	return res, nil
 }
 

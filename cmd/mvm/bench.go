@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mvm-dev/mvm/bench"
+	"github.com/mvm-dev/mvm/report"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -35,7 +35,7 @@ const (
 // benchOwnedRunFlags are mvm run flags that mvm bench defines differently
 // (--cpus takes a list) or sets itself for every run.
 func benchOwnedRunFlags() []string {
-	return []string{"cpus", "console", "result-json"}
+	return []string{"cpus", "console", "result-json", "report"}
 }
 
 // settingsRunFlags are the mvm run flags a variant can override; mvm bench
@@ -51,6 +51,7 @@ type benchFlags struct {
 	label          string
 	format         string
 	out, jsonOut   string
+	html           string
 	failOn         float64
 	alpha          float64
 	baseline       string
@@ -127,7 +128,10 @@ after printing what was measured so far.`,
   benchstat -col /variant boot.txt
 
   # Re-analyse saved runs with B as the baseline, as a table:
-  mvm bench --from bench.json --baseline B`,
+  mvm bench --from bench.json --baseline B
+
+  # A page with every run as a point, for a browser or a PDF:
+  mvm bench --kernel Image --variant B:kernel=Image.new --runs 8 --html bench.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd, &f, shared)
@@ -142,6 +146,7 @@ after printing what was measured so far.`,
 	fl.StringVar(&f.format, "format", "table", "output: table, json (every run's raw numbers and the summaries) or benchstat (Go benchmark format)")
 	fl.StringVarP(&f.out, "out", "o", "-", "write the output here instead of stdout")
 	fl.StringVar(&f.jsonOut, "json", "", "also write the JSON report (every run, the analysis) to this file")
+	fl.StringVar(&f.html, "html", "", "also write an HTML report (every run as a point, medians, deltas, p-values) to this file")
 	fl.Float64Var(&f.failOn, "fail-on-regression", 0, "exit 1 when a phase is significantly slower than the baseline by more than `PCT` percent")
 	fl.Float64Var(&f.alpha, "alpha", 0.05, "significance level: a delta counts when its p-value is below it")
 	fl.StringVar(&f.baseline, "baseline", bench.BaselineName, "the variant the others are compared with")
@@ -348,7 +353,7 @@ func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Repor
 	}
 	return &bench.Report{
 		Format: bench.ReportFormat,
-		Host:   hostInfo(),
+		Host:   vmm.CurrentHost(),
 		Config: bench.Config{
 			Runs: f.runs, Warmup: f.warmup, Quiet: !f.verboseConsole, Timeout: f.timeout.String(),
 			CommonArgs: common, Variants: vs,
@@ -406,7 +411,7 @@ func benchFrom(cmd *cobra.Command, f *benchFlags, opt bench.Options) error {
 	var given []string
 	cmd.Flags().Visit(func(fl *pflag.Flag) {
 		switch fl.Name {
-		case "from", "format", "out", "json", "fail-on-regression", "alpha", "baseline", "phases", "log-level":
+		case "from", "format", "out", "json", "html", "fail-on-regression", "alpha", "baseline", "phases", "log-level":
 		default:
 			given = append(given, "--"+fl.Name)
 		}
@@ -460,6 +465,11 @@ func writeBenchOutputs(cmd *cobra.Command, f *benchFlags, rep *bench.Report) err
 			return fmt.Errorf("--json: %w", err)
 		}
 	}
+	if f.html != "" {
+		if err := report.WriteFile(f.html, func(w io.Writer) error { return report.WriteBench(w, rep, "mvm bench") }); err != nil {
+			return fmt.Errorf("--html: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -476,15 +486,6 @@ func writeTo(cmd *cobra.Command, path string, write func(io.Writer) error) error
 		return err
 	}
 	return fh.Close()
-}
-
-func hostInfo() bench.Host {
-	h := bench.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		h.Kernel = strings.TrimSpace(string(b))
-	}
-	h.Hostname, _ = os.Hostname()
-	return h
 }
 
 // benchExec boots one job as a child `mvm run` process.

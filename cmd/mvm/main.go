@@ -64,7 +64,9 @@ serial console, services PSCI in userspace, and measures what the guest does.
 
   mvm caps                                  what this host's KVM offers
   mvm run --kernel Image --cpus 4 --memory 1G --initrd initrd.gz
-                                            boot a guest`,
+                                            boot a guest
+  mvm bench --kernel Image --variant B:...  compare boots
+  mvm report run.json -o run.html           an HTML page of a saved result`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
@@ -86,7 +88,7 @@ serial console, services PSCI in userspace, and measures what the guest does.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see 'mvm %s --help')", err, c.Name())}
 	})
-	root.AddCommand(newRunCmd(start), newCapsCmd(), newVersionCmd(), newBenchCmd(start), newProfileCmd())
+	root.AddCommand(newRunCmd(start), newCapsCmd(), newVersionCmd(), newBenchCmd(start), newProfileCmd(), newReportCmd())
 	typeArgErrors(root)
 	return root
 }

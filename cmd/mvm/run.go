@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/render"
+	"github.com/mvm-dev/mvm/report"
 	"github.com/mvm-dev/mvm/vcpu"
 	"github.com/mvm-dev/mvm/vmm"
 )
@@ -35,6 +37,7 @@ type runFlags struct {
 	logLevel         string
 	markers          []string
 	resultJSON       string
+	report           string
 	profile          bool
 	pmu              bool
 	profileFormat    string
@@ -61,6 +64,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.logLevel, "log-level", "warn", "mvm's own log level on stderr: debug, info, warn, error")
 	fl.StringArrayVar(&f.markers, "marker", nil, "console marker NAME=REGEX: record when a console line first matches (repeatable)")
 	fl.StringVar(&f.resultJSON, "result-json", "", "write the run's result (exit, boot phases, timeline, memory) as JSON to this file")
+	fl.StringVar(&f.report, "report", "", "write an HTML report of the run (phases, per-vCPU bring-up, exits over time, profile) to this file")
 	fl.BoolVar(&f.profile, "profile", false, "profile VM exits (userspace exits, KVM stats fd, kvm_exit tracepoints) and print the report at the end")
 	fl.StringVar(&f.profileFormat, "profile-format", "table", "profile report format: table or json")
 	fl.StringVar(&f.profileOut, "profile-out", "", "write the profile report to this file instead of stderr")
@@ -177,7 +181,11 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`,
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --pmu
 
   # Run a bare-metal payload (flat binary, entered at the start of RAM):
-  mvm run --kernel hello.bin --console file:out.log`,
+  mvm run --kernel hello.bin --console file:out.log
+
+  # An HTML report of a profiled 64-vCPU boot, and its JSON for later:
+  mvm run --kernel smp.bin --cpus 64 --profile --profile-out /dev/null \
+      --report boot.html --result-json boot.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runVM(cmd, &f, start)
@@ -248,9 +256,15 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 	if err != nil {
 		return err
 	}
+	sum := res.Summary()
 	if f.resultJSON != "" {
-		if err := writeJSON(f.resultJSON, res.Summary()); err != nil {
+		if err := writeJSON(f.resultJSON, sum); err != nil {
 			return fmt.Errorf("--result-json: %w", err)
+		}
+	}
+	if f.report != "" {
+		if err := report.WriteFile(f.report, func(w io.Writer) error { return report.WriteRun(w, &sum, "mvm run") }); err != nil {
+			return fmt.Errorf("--report: %w", err)
 		}
 	}
 	if res.Profile != nil {

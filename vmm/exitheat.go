@@ -1,0 +1,106 @@
+package vmm
+
+import (
+	"time"
+)
+
+// The exit heat map: every vCPU's KVM_RUN returns counted in time buckets
+// from the VMM start, so a report can draw when each vCPU exited, without
+// keeping one record per exit.
+
+// HeatBuckets bounds the buckets per vCPU. A run starts with buckets of
+// heatFirstWidth and doubles their width (merging neighbours) whenever an
+// exit falls past the last one, so a run of any length fits and the
+// resolution is always at least 1/HeatBuckets of the run.
+const HeatBuckets = 64
+
+const heatFirstWidth = time.Millisecond
+
+// ExitHeat is the heat map in Result and Summary: Counts[vcpu][bucket] is
+// the number of userspace exits (KVM_RUN returns, EINTR included) of that
+// vCPU in [bucket*BucketNS, (bucket+1)*BucketNS) from the VMM start.
+// Trailing buckets with no exit on any vCPU are left out.
+type ExitHeat struct {
+	BucketNS int64      `json:"bucket_ns"`
+	Counts   [][]uint64 `json:"counts"`
+}
+
+// exitHeat is the recorder: each row is written only by its vCPU's thread
+// and read after every vCPU loop has stopped.
+type exitHeat struct {
+	origin time.Time
+	rows   []heatRow
+}
+
+type heatRow struct {
+	width  time.Duration
+	counts [HeatBuckets]uint64
+}
+
+func newExitHeat(origin time.Time, ncpu int) *exitHeat {
+	h := &exitHeat{origin: origin, rows: make([]heatRow, ncpu)}
+	for i := range h.rows {
+		h.rows[i].width = heatFirstWidth
+	}
+	return h
+}
+
+// add counts one exit of vCPU id at time at.
+func (h *exitHeat) add(id int, at time.Time) {
+	if h == nil || id < 0 || id >= len(h.rows) {
+		return
+	}
+	h.rows[id].add(at.Sub(h.origin))
+}
+
+func (r *heatRow) add(off time.Duration) {
+	if off < 0 {
+		off = 0
+	}
+	for off >= r.width*HeatBuckets {
+		r.widen()
+	}
+	r.counts[off/r.width]++
+}
+
+// widen doubles the bucket width, summing each pair of buckets.
+func (r *heatRow) widen() {
+	for i := 0; i < HeatBuckets/2; i++ {
+		r.counts[i] = r.counts[2*i] + r.counts[2*i+1]
+	}
+	clear(r.counts[HeatBuckets/2:])
+	r.width *= 2
+}
+
+// result brings every row to the widest row's bucket width and trims the
+// empty tail; nil when nothing was counted.
+func (h *exitHeat) result() *ExitHeat {
+	if h == nil || len(h.rows) == 0 {
+		return nil
+	}
+	rows := make([]heatRow, len(h.rows))
+	copy(rows, h.rows)
+	width := heatFirstWidth
+	for _, r := range rows {
+		width = max(width, r.width)
+	}
+	used := 0
+	for i := range rows {
+		for rows[i].width < width {
+			rows[i].widen()
+		}
+		for b, c := range rows[i].counts {
+			if c > 0 {
+				used = max(used, b+1)
+			}
+		}
+	}
+	if used == 0 {
+		return nil
+	}
+	out := &ExitHeat{BucketNS: int64(width), Counts: make([][]uint64, len(rows))}
+	for i := range rows {
+		out.Counts[i] = append([]uint64(nil), rows[i].counts[:used]...)
+	}
+	return out
+}
