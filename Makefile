@@ -41,7 +41,7 @@ LAB_QEMU  ?= $(if $(or $(filter .,$(LAB_RUN)),$(findstring QEMU,$(LAB_RUN))),yes
 QEMU_CPIO := $(CACHE)/qemu.cpio
 LAB_CPIO  := $(if $(filter yes,$(LAB_QEMU)),$(QEMU_CPIO))
 
-.PHONY: all build test unit vet lab-test demo bench lab-deps lab-fetch guest clean help
+.PHONY: all build test unit vet lab-test report-test report-shots demo bench lab-deps lab-fetch guest clean help
 
 all: build
 
@@ -97,21 +97,36 @@ vet:
 unit: vet | lab-deps
 	$(GO) test -race -count=1 ./...
 
-# The integration tests, in the lab or natively.
+# The integration tests, in the lab or natively. Results some of them leave
+# in MVM_LAB_OUT (a run and a bench JSON) come back into $(LAB_OUT) for
+# report-test.
+LAB_OUT := $(OUT)/lab-out
 ifeq ($(NATIVE),yes)
 lab-test: $(LAB_FILES) $(MODULE_FILES)
-	MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
+	rm -rf $(LAB_OUT) && mkdir -p $(LAB_OUT)
+	MVM_LAB_OUT=$(abspath $(LAB_OUT)) MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
 	MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) \
 	$(OUT)/arm64/integration.test -test.v -test.run '$(LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
 else
 lab-test: $(LAB_FILES) $(MODULE_FILES) $(LAB_CPIO) | lab-deps
-	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) \
+	rm -rf $(LAB_OUT)
+	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) -out $(LAB_OUT) \
 	  $(LAB_ADD) $(foreach f,$(LAB_CPIO),-cpio $(f)) \
-	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )$(LAB_ENV) /lab/integration.test -test.v -test.run "$(LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
+	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_LAB_OUT=$$LAB_OUT $(LAB_ENV) /lab/integration.test -test.v -test.run "$(LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
 endif
 
+# The HTML reports of the lab's runs, rendered by a real browser (Debian's
+# chromium, installed by lab-deps); report-shots also refreshes the
+# screenshots in docs/.
+report-test: | lab-deps
+	MVM_REPORT_FIXTURES=$(abspath $(LAB_OUT)) $(GO) test -count=1 -v -run '^TestBrowser$$' ./report/
+
+report-shots: | lab-deps
+	MVM_REPORT_FIXTURES=$(abspath $(LAB_OUT)) MVM_REPORT_SHOTS=$(abspath docs) $(GO) test -count=1 -v -run '^TestBrowser$$' ./report/
+
 test: unit lab-test
+	@$(MAKE) --no-print-directory report-test
 
 # The demo: mvm's view of arm64 KVM, then the bundled SMP payload on 4 vCPUs
 # with PSCI serviced by mvm, and its exit profile.

@@ -155,8 +155,13 @@ func TestBenchDelay(t *testing.T) {
 	r, rep, js := benchRun(t, 16*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
 		"--runs", "8", "--warmup", "0",
 		"--variant", fmt.Sprintf("B:cmdline-append=mvm.delay_ms=%d,label=+%v", benchDelay.Milliseconds(), benchDelay),
-		"--fail-on-regression", "5")
+		"--fail-on-regression", "5",
+		// The userspace and stats profile (no tracepoints: cheap) feeds the
+		// bench report's exit-profile differences.
+		"--profile", "--profile-sources", "userspace,kvm_stats", "--profile-out", os.DevNull)
 	t.Logf("stdout:\n%s", r.stdout)
+	reportFixture(t, js, "bench-delay.json")
+	checkBenchReport(t, js)
 	if r.code != 1 {
 		t.Errorf("A/B bench with a %v slower B: exit status %d, want 1\nstderr:\n%s", benchDelay, r.code, r.stderr)
 	}

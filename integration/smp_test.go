@@ -4,6 +4,8 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,8 +134,19 @@ func TestSMP(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.mode, c.cpus), func(t *testing.T) {
-			r := mvm(t, c.timeout, "run", "--kernel", payload(t, "smp.bin"),
-				"--cpus", strconv.Itoa(c.cpus), "--psci", c.mode)
+			args := []string{"run", "--kernel", payload(t, "smp.bin"), "--cpus", strconv.Itoa(c.cpus), "--psci", c.mode}
+			// The largest boot also makes the run report (and its JSON
+			// for the host's browser test, see reportFixture).
+			var res, page string
+			if c.cpus == 128 {
+				dir := t.TempDir()
+				res, page = filepath.Join(dir, "smp128.json"), filepath.Join(dir, "smp128.html")
+				args = append(args, "--profile", "--profile-out", os.DevNull, "--result-json", res, "--report", page)
+			}
+			r := mvm(t, c.timeout, args...)
+			if page != "" {
+				checkRunReport(t, res, page, c.cpus)
+			}
 			defer func() {
 				if t.Failed() {
 					t.Logf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)

@@ -29,6 +29,15 @@ import (
 // statusPrefix starts the line /init prints with the script's exit status.
 const statusPrefix = "MVM-LAB-EXIT: "
 
+// Files the script leaves in $LAB_OUT come back over the console, each as
+// fileBegin NAME, its gzip compressed and base64 encoded, fileEnd (the lab
+// machine has no other channel to the host). See outFiles.
+const (
+	fileBegin = "MVM-LAB-FILE: "
+	fileEnd   = "MVM-LAB-FILE-END"
+	guestOut  = "/tmp/lab-out"
+)
+
 type addList []string
 
 func (a *addList) String() string     { return strings.Join(*a, ",") }
@@ -44,6 +53,7 @@ func main() {
 		mem     = flag.String("m", "3072", "memory of the lab machine (QEMU -m)")
 		qemu    = flag.String("qemu", "qemu-system-aarch64", "QEMU binary")
 		keep    = flag.String("initrd-out", "", "also write the lab initramfs here")
+		out     = flag.String("out", "", "bring the files the script writes to $LAB_OUT ("+guestOut+") back into this host directory")
 		files   addList
 		cpios   addList
 	)
@@ -58,7 +68,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lab: nothing to run: pass -run 'commands'")
 		os.Exit(2)
 	}
-	code, err := lab(*kernel, *busybox, *run, files, cpios, *timeout, *cpus, *mem, *qemu, *keep)
+	code, err := lab(*kernel, *busybox, *run, files, cpios, *timeout, *cpus, *mem, *qemu, *keep, *out)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lab:", err)
 		if code == 0 {
@@ -85,17 +95,26 @@ mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 # tun (for the virtio-net tests' tap) is a module of the lab kernel.
 [ -f /lab/modules/tun.ko ] && insmod /lab/modules/tun.ko
-export PATH=/lab:/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp TMPDIR=/tmp
+export PATH=/lab:/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp TMPDIR=/tmp LAB_OUT=` + guestOut + `
+mkdir -p $LAB_OUT
 cd /lab
 echo "lab: $(uname -r), $(nproc) CPUs, kvm: $(ls /dev/kvm 2>&1)"
 sh /lab/script
 rc=$?
+if [ -e /lab/want-out ]; then
+	for f in $LAB_OUT/*; do
+		[ -f "$f" ] || continue
+		echo "` + fileBegin + `${f##*/}"
+		gzip -c "$f" | base64
+		echo "` + fileEnd + `"
+	done
+fi
 echo "` + statusPrefix + `$rc"
 sync
 poweroff -f
 `
 
-func lab(kernel, busybox, script string, files, cpios []string, timeout time.Duration, cpus int, mem, qemu, keep string) (int, error) {
+func lab(kernel, busybox, script string, files, cpios []string, timeout time.Duration, cpus int, mem, qemu, keep, out string) (int, error) {
 	for _, f := range []string{kernel, busybox} {
 		if _, err := os.Stat(f); err != nil {
 			return 1, fmt.Errorf("%v (run 'make lab-fetch' to download the lab kernel and busybox)", err)
@@ -112,6 +131,12 @@ func lab(kernel, busybox, script string, files, cpios []string, timeout time.Dur
 	}
 	ird.AddFile("init", []byte(initScript), 0o755)
 	ird.AddFile("lab/script", []byte(script+"\n"), 0o755)
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return 1, fmt.Errorf("-out: %w", err)
+		}
+		ird.AddFile("lab/want-out", nil, 0o644)
+	}
 	for _, f := range files {
 		host, dst, ok := strings.Cut(f, "=")
 		if !ok {
@@ -148,7 +173,7 @@ func lab(kernel, busybox, script string, files, cpios []string, timeout time.Dur
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
 	defer cancelT()
 	for attempt := 1; ; attempt++ {
-		code, err := boot(ctx, qpath, kernel, initrd, cpus, mem, timeout)
+		code, err := boot(ctx, qpath, kernel, initrd, cpus, mem, timeout, out)
 		if !errors.Is(err, errLockup) || attempt > retries {
 			return code, err
 		}
@@ -193,7 +218,7 @@ const lockupMarker = "Watchdog detected hard LOCKUP"
 const retries = 1
 
 // boot runs the lab machine once and returns the script's status.
-func boot(ctx context.Context, qpath, kernel, initrd string, cpus int, mem string, timeout time.Duration) (int, error) {
+func boot(ctx context.Context, qpath, kernel, initrd string, cpus int, mem string, timeout time.Duration, out string) (int, error) {
 	qemu := filepath.Base(qpath)
 	// -cpu max,pauth-impdef=on: EL2 and the newest features at ~3.5x the
 	// speed of plain max (QARMA pointer-auth emulation is slow). -nic none
@@ -223,10 +248,14 @@ func boot(ctx context.Context, qpath, kernel, initrd string, cpus int, mem strin
 	status := -1
 	lockedUp := false
 	var tail []string
+	files := &outFiles{dir: out}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
+		if files.line(line) {
+			continue
+		}
 		fmt.Println(line)
 		if len(tail) == 40 {
 			tail = tail[1:]
@@ -258,6 +287,12 @@ func boot(ctx context.Context, qpath, kernel, initrd string, cpus int, mem strin
 			msg = "the lab machine stopped without reporting a status"
 		}
 		return 1, fmt.Errorf("%s failed after %v: %s; the last console lines were:\n  %s", qemu, elapsed, msg, strings.Join(tail, "\n  "))
+	}
+	if err := files.err(); err != nil {
+		return 1, err
+	}
+	if len(files.got) > 0 {
+		fmt.Fprintf(os.Stderr, "lab: brought back %s into %s\n", strings.Join(files.got, ", "), out)
 	}
 	fmt.Fprintf(os.Stderr, "lab: finished in %v with status %d\n", elapsed, status)
 	return status, nil

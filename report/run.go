@@ -435,22 +435,27 @@ func newHeatChart(h *vmm.ExitHeat) *heatChart {
 	}
 	c := &heatChart{BucketNS: h.BucketNS, Bucket: ms(float64(h.BucketNS))}
 	n := len(h.Counts)
-	nb := 0
+	// The map spans the buckets from the first with an exit to the last:
+	// nothing exits before the first KVM_RUN.
+	nb, first := 0, math.MaxInt
 	for _, row := range h.Counts {
 		nb = max(nb, len(row))
-		for _, v := range row {
+		for b, v := range row {
 			c.Max = max(c.Max, v)
 			c.Total += v
+			if v > 0 {
+				first = min(first, b)
+			}
 		}
 	}
-	if nb == 0 {
+	if nb == 0 || c.Total == 0 {
 		return nil
 	}
 	c.RowH = math.Max(5, math.Min(16, 640/float64(n)))
 	const top = 8.0
 	bottom := top + float64(n)*c.RowH
-	span := float64(nb) * float64(h.BucketNS)
-	ax, sc := timeAxis(0, span, plotX0, plotX1, bottom+4, top, 10, "time since VMM start")
+	from, span := float64(first)*float64(h.BucketNS), float64(nb)*float64(h.BucketNS)
+	ax, sc := timeAxis(from, span, plotX0, plotX1, bottom+4, top, 10, "time since VMM start")
 	c.Axis = ax
 	c.H = bottom + axisGap + 30
 	w := sc.at(float64(h.BucketNS)) - sc.at(0)

@@ -12,7 +12,7 @@ import (
 // heatFirstWidth and doubles their width (merging neighbours) whenever an
 // exit falls past the last one, so a run of any length fits and the
 // resolution is always at least 1/HeatBuckets of the run.
-const HeatBuckets = 64
+const HeatBuckets = 256
 
 const heatFirstWidth = time.Millisecond
 
