@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -114,11 +113,10 @@ func synthBench(t testing.TB, seed uint64) *bench.Report {
 				if n > 1 {
 					r.PhasesNS[vmm.PhaseSecondaries] = int64(5e6 * float64(n) * (1 + rng.Float64()*0.1))
 				}
-				prof := map[string]any{"rows": []map[string]any{
-					{"source": "userspace", "vcpu": "total", "reason": "MMIO/uart", "count": 100 + vi*40, "time_ns": 1e6},
-					{"source": "userspace", "vcpu": "total", "reason": "HYPERCALL/CPU_ON", "count": n - 1, "time_ns": 2e4},
+				r.Profile = &exits.Report{Rows: []exits.Row{
+					{Source: exits.SourceUserspace, VCPU: exits.TotalVCPU, Reason: "MMIO/uart", Count: uint64(100 + vi*40), TimeNS: 1e6},
+					{Source: exits.SourceUserspace, VCPU: exits.TotalVCPU, Reason: "HYPERCALL/CPU_ON", Count: uint64(n - 1), TimeNS: 2e4},
 				}}
-				r.Profile, _ = json.Marshal(prof)
 				runs = append(runs, r)
 			}
 		}
