@@ -32,6 +32,7 @@ type variantInfo struct {
 
 type benchPhase struct {
 	Name string
+	Desc string
 	H    float64
 	Axis axis
 	Rows []benchRow
@@ -211,7 +212,7 @@ func pctChange(a, b float64) string {
 // run that observed the phase as a point, on one axis for the phase.
 func newBenchPhase(r *bench.Report, phase string, colors map[string]string) benchPhase {
 	an := &r.Analysis
-	bp := benchPhase{Name: phase}
+	bp := benchPhase{Name: phase, Desc: bench.PhaseDescription(phase)}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, run := range r.Runs {
 		if v, ok := run.PhasesNS[phase]; ok {
