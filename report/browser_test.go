@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +21,18 @@ import (
 // brought back (MVM_REPORT_FIXTURES=out/lab-out, see the Makefile); with
 // MVM_REPORT_SHOTS=DIR it also keeps the screenshots (docs/).
 
-// fixtures are the lab results the test renders, and the screenshot each
-// becomes in docs/.
-func fixtures() []struct{ json, shot string } {
-	return []struct{ json, shot string }{
-		{"smp128.json", "report-run.png"},
-		{"bench-delay.json", "report-bench.png"},
+// fixtures are the lab results the test renders, the screenshot each
+// becomes in docs/, and a window height that shows the whole page.
+func fixtures() []struct {
+	json, shot string
+	height     int
+} {
+	return []struct {
+		json, shot string
+		height     int
+	}{
+		{"smp128.json", "report-run.png", 3000},
+		{"bench-delay.json", "report-bench.png", 2000},
 	}
 }
 
@@ -143,7 +150,7 @@ func TestBrowser(t *testing.T) {
 			}
 			t.Logf("%s: %d bytes of HTML", fx.json, html.Len())
 
-			shot, console := shoot(t, browser, page, 2000)
+			shot, console := shoot(t, browser, page, fx.height)
 			if len(console) > 0 {
 				t.Errorf("the page logged to the console:\n%s", strings.Join(console, "\n"))
 			}
@@ -153,13 +160,7 @@ func TestBrowser(t *testing.T) {
 				t.Errorf("the screenshot looks blank: %.2f%% inked, %d colours", 100*ink, colors)
 			}
 			if shots != "" {
-				data, err := os.ReadFile(shot)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(shots, fx.shot), data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				keepShot(t, shot, filepath.Join(shots, fx.shot))
 			}
 		})
 	}
@@ -178,4 +179,62 @@ func TestInkedBlank(t *testing.T) {
 	if ink, colors := inked(t, p); ink != 0 || colors != 1 {
 		t.Errorf("a white image: %.2f inked, %d colours", ink, colors)
 	}
+}
+
+// keepShot stores a screenshot for docs/ with at most 256 colours (its
+// most frequent ones; the pages are flat colours and anti-aliased text),
+// which makes the PNG a fraction of chromium's.
+func keepShot(t *testing.T, src, dst string) {
+	t.Helper()
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := img.Bounds()
+	freq := map[color.RGBA]int{}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			freq[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)]++
+		}
+	}
+	cs := make([]color.RGBA, 0, len(freq))
+	for c := range freq {
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b color.RGBA) int { return freq[b] - freq[a] })
+	var pal color.Palette
+	for _, c := range cs[:min(256, len(cs))] {
+		pal = append(pal, c)
+	}
+	out := image.NewPaletted(b, pal)
+	idx := map[color.RGBA]uint8{}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
+			i, ok := idx[c]
+			if !ok {
+				i = uint8(pal.Index(c))
+				idx[c] = i
+			}
+			out.SetColorIndex(x, y, i)
+		}
+	}
+	w, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := png.Encoder{CompressionLevel: png.BestCompression}
+	if err := enc.Encode(w, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(dst)
+	t.Logf("kept %s (%d bytes)", dst, st.Size())
 }
