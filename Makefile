@@ -28,10 +28,10 @@ MODULE_FILES := $(patsubst %,$(CACHE)/modules/%.ko,$(MODULES))
 ROOTFS    := $(OUT)/lab/root.ext4
 
 # Files the integration tests find through MVM_* environment variables.
-LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox $(ROOTFS)
+LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/mvm-testhooks $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox $(ROOTFS)
 LAB_ADD   := $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
 	$(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f)))
-LAB_ENV   := MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox \
+LAB_ENV   := MVM_BIN=/lab/mvm MVM_TESTHOOKS_BIN=/lab/mvm-testhooks MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox \
 	MVM_MODULES=/lab/modules MVM_ROOTFS=/lab/root.ext4
 # QEMU for arm64 (qemu-system-aarch64 with its libraries, 70 MB, lab/fetch-qemu.sh),
 # the VMM that mvm profile's tests profile. It goes into the lab only when the
@@ -58,6 +58,11 @@ bin/mvm: $(GO_SRC)
 
 $(OUT)/arm64/mvm: $(GO_SRC)
 	$(GOFLAGS_ARM64) $(GO) build -o $@ ./cmd/mvm
+
+# mvm with test hooks (a vCPU thread making forbidden calls once the seccomp
+# filter is on, vmm/testhook_on_arm64.go): for the integration tests only.
+$(OUT)/arm64/mvm-testhooks: $(GO_SRC)
+	$(GOFLAGS_ARM64) $(GO) build -tags mvmtesthooks -o $@ ./cmd/mvm
 
 $(OUT)/arm64/integration.test: $(GO_SRC)
 	$(GOFLAGS_ARM64) $(GO) test -c -o $@ ./integration
@@ -93,6 +98,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...
+	GOARCH=arm64 $(GO) vet -tags mvmtesthooks ./vmm
 
 unit: vet | lab-deps
 	$(GO) test -race -count=1 ./...
@@ -105,7 +111,7 @@ ifeq ($(NATIVE),yes)
 lab-test: $(LAB_FILES) $(MODULE_FILES)
 	rm -rf $(LAB_OUT) && mkdir -p $(LAB_OUT)
 	MVM_LAB_OUT=$(abspath $(LAB_OUT)) MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
-	MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
+	MVM_TESTHOOKS_BIN=$(abspath $(OUT)/arm64/mvm-testhooks) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) \
 	$(OUT)/arm64/integration.test -test.v -test.run '$(LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
 else

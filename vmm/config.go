@@ -95,6 +95,10 @@ type Config struct {
 	Nets  []NetDevice
 	RNG   bool
 
+	// Seccomp puts every mvm thread under the run allow-list once setup is
+	// done (docs/seccomp.md); a call outside it kills mvm.
+	Seccomp bool
+
 	Logger *slog.Logger
 	// Start is when the VMM started (process start) for the vmm_setup
 	// phase; zero means when New is called.

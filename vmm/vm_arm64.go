@@ -436,6 +436,11 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 		defer m.metrics.stop()
 	}
 	m.prof.start()
+	if m.cfg.Seccomp {
+		if err := m.sandbox(); err != nil {
+			return res, err
+		}
+	}
 	for {
 		ev := m.boot(ctx)
 		res.Exit, res.Err = ev.kind, ev.err

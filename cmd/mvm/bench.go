@@ -568,7 +568,10 @@ func (b *benchExec) run(ctx context.Context, job bench.Job) bench.Run {
 	case err != nil:
 		r.Status = bench.StatusFailed
 		r.Error = strings.TrimSpace(stderr.String())
-		if r.Error == "" {
+		if killedBySIGSYS(cmd.ProcessState) {
+			// The seccomp filter killed the run: say so, it prints nothing.
+			r.Error = "killed by SIGSYS: a system call outside mvm's seccomp allow-list (docs/seccomp.md; dmesg names it)"
+		} else if r.Error == "" {
 			r.Error = err.Error()
 		} else if r.ExitCode > 0 {
 			r.Error = fmt.Sprintf("exit status %d: %s", r.ExitCode, r.Error)
@@ -690,4 +693,14 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// killedBySIGSYS reports whether a finished run was killed by SIGSYS, which
+// is what mvm's seccomp filter does on a call outside its allow-list.
+func killedBySIGSYS(ps *os.ProcessState) bool {
+	if ps == nil {
+		return false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGSYS
 }

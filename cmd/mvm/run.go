@@ -47,6 +47,7 @@ type runFlags struct {
 	metricsAddr      string
 	disks, nets      []string
 	rng              bool
+	seccomp          bool
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -74,6 +75,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk PATH[,ro] on a raw image (repeatable: /dev/vda, /dev/vdb, ... in order); ro refuses guest writes")
 	fl.StringArrayVar(&f.nets, "net", nil, "virtio-net NIC tap=NAME[,mac=MAC] on an existing tap device (repeatable); default MAC derived from the tap name")
 	fl.BoolVar(&f.rng, "rng", true, "virtio-rng entropy device fed from the host's getrandom (--rng=false to leave it out)")
+	fl.BoolVar(&f.seccomp, "seccomp", true, "once the VM is set up, run every mvm thread under a seccomp allow-list (docs/seccomp.md); a call outside it kills mvm with SIGSYS. --seccomp=false is for debugging")
 }
 
 // config turns the flags into a vmm.Config (without the console).
@@ -98,6 +100,7 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 		Kernel: f.kernel, Initrd: f.initrd, Cmdline: cmdline,
 		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset, PMU: f.pmu,
 		Start: start, Profile: f.profile, MetricsAddr: f.metricsAddr, ProfileSources: f.profileSources,
+		Seccomp: f.seccomp,
 	}
 	if f.profileFormat != "table" && f.profileFormat != "json" {
 		return vmm.Config{}, usageError{fmt.Errorf("--profile-format %q: use table or json", f.profileFormat)}

@@ -20,4 +20,14 @@ const (
 	reqCreateDevice    = (iocRead|iocWrite)<<30 | 12<<16 | kvmIO<<8 | 0xe0 // struct kvm_create_device
 	reqSetDeviceAttr   = iocWrite<<30 | 24<<16 | kvmIO<<8 | 0xe1           // struct kvm_device_attr
 	reqHasDeviceAttr   = iocWrite<<30 | 24<<16 | kvmIO<<8 | 0xe3           // struct kvm_device_attr
+	reqRun             = kvmIO<<8 | 0x80                                   // _IO(KVMIO, 0x80)
 )
+
+// RunRequests are the ioctl requests mvm issues on KVM fds after the VM is
+// set up, while it runs and reboots: KVM_RUN, register access, vCPU resets
+// (KVM_ARM_VCPU_INIT on CPU_ON and reboot), interrupt lines and device
+// attributes. The seccomp allow-list admits these and no other KVM ioctl:
+// a request added to the run path belongs here.
+func RunRequests() []uint32 {
+	return []uint32{reqRun, reqGetOneReg, reqSetOneReg, reqARMVCPUInit, reqIRQLine, reqSetDeviceAttr, reqHasDeviceAttr}
+}

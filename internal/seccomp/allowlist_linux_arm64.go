@@ -1,0 +1,84 @@
+//go:build linux && arm64
+
+package seccomp
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/mvm-dev/mvm/internal/kvm"
+)
+
+// Arch is the audit architecture the allow-list is for.
+const Arch = unix.AUDIT_ARCH_AARCH64
+
+// Run is mvm run's allow-list once the VM is set up: the calls of the Go
+// runtime, of the run loop and devices, of profiling, the metrics server,
+// the console, reboots and the end of the run. pid is mvm's own: signals
+// may go to its threads only. docs/seccomp.md explains each entry; a call
+// added to the run path (a device thread's, a new profiler's) goes here
+// and there. Setup (opening /dev/kvm, creating the VM, perf_event_open,
+// binding the metrics socket, mounting tracefs) happens before the filter
+// and needs none of its calls.
+func Run(pid int) []Rule {
+	ioctls := append(kvm.RunRequests(),
+		unix.PERF_EVENT_IOC_ENABLE, unix.PERF_EVENT_IOC_DISABLE, // profiler start/stop
+		unix.TCGETS, unix.TCSETS, // the terminal restored at the end (x/term)
+	)
+	return []Rule{
+		// Go runtime: memory. Never executable: mvm maps no code after
+		// its start, so PROT_EXEC is refused (arg 2 is prot).
+		AllowIf("mmap", unix.SYS_MMAP, 2, unix.PROT_EXEC, 0),
+		AllowIf("mprotect", unix.SYS_MPROTECT, 2, unix.PROT_EXEC, 0),
+		Allow("munmap", unix.SYS_MUNMAP),
+		Allow("madvise", unix.SYS_MADVISE),
+		Allow("mincore", unix.SYS_MINCORE), // also vmm's resident guest RAM
+		// Go 1.25+ names its anonymous mappings; no other prctl.
+		AllowIf("prctl", unix.SYS_PRCTL, 0, ^uint32(0), unix.PR_SET_VMA),
+		// Go runtime: threads, scheduling, timers, signals.
+		AllowIf("clone", unix.SYS_CLONE, 0, unix.CLONE_THREAD, unix.CLONE_THREAD), // threads, never a new process
+		Allow("exit", unix.SYS_EXIT),
+		Allow("exit_group", unix.SYS_EXIT_GROUP),
+		Allow("futex", unix.SYS_FUTEX),
+		Allow("nanosleep", unix.SYS_NANOSLEEP),
+		Allow("sched_yield", unix.SYS_SCHED_YIELD),
+		Allow("sched_getaffinity", unix.SYS_SCHED_GETAFFINITY),
+		Allow("clock_gettime", unix.SYS_CLOCK_GETTIME),
+		Allow("restart_syscall", unix.SYS_RESTART_SYSCALL),
+		Allow("getrandom", unix.SYS_GETRANDOM),
+		Allow("rt_sigaction", unix.SYS_RT_SIGACTION),
+		Allow("rt_sigprocmask", unix.SYS_RT_SIGPROCMASK),
+		Allow("rt_sigreturn", unix.SYS_RT_SIGRETURN),
+		Allow("sigaltstack", unix.SYS_SIGALTSTACK),
+		Allow("getpid", unix.SYS_GETPID),
+		Allow("gettid", unix.SYS_GETTID),
+		// Preemption (SIGURG) and vCPU kicks go to mvm's own threads;
+		// kill is the runtime's raise of a fatal signal to itself.
+		AllowIf("tgkill", unix.SYS_TGKILL, 0, ^uint32(0), uint32(pid)),
+		AllowIf("kill", unix.SYS_KILL, 0, ^uint32(0), uint32(pid)),
+		// Go runtime: the network poller (metrics server, pipes, stdin).
+		Allow("epoll_create1", unix.SYS_EPOLL_CREATE1),
+		Allow("epoll_ctl", unix.SYS_EPOLL_CTL),
+		Allow("epoll_pwait", unix.SYS_EPOLL_PWAIT),
+		Allow("epoll_pwait2", unix.SYS_EPOLL_PWAIT2),
+		Allow("eventfd2", unix.SYS_EVENTFD2),
+		// Files: the console, result and profile files, reboot's re-read
+		// of the kernel and initrd, /proc/self for memory use at the end.
+		Allow("openat", unix.SYS_OPENAT),
+		Allow("close", unix.SYS_CLOSE),
+		Allow("read", unix.SYS_READ),
+		Allow("write", unix.SYS_WRITE),
+		Allow("pread64", unix.SYS_PREAD64), // also the KVM stats fds
+		Allow("lseek", unix.SYS_LSEEK),
+		Allow("fstat", unix.SYS_FSTAT),
+		Allow("newfstatat", unix.SYS_FSTATAT),
+		Allow("fcntl", unix.SYS_FCNTL),
+		Allow("ppoll", unix.SYS_PPOLL), // the tracepoint ring buffers
+		// KVM, perf and terminal ioctls, by request (arg 1).
+		AllowIf("ioctl", unix.SYS_IOCTL, 1, ^uint32(0), ioctls...),
+		// The metrics server: connections on the socket bound at setup.
+		Allow("accept4", unix.SYS_ACCEPT4),
+		Allow("setsockopt", unix.SYS_SETSOCKOPT),
+		Allow("getsockname", unix.SYS_GETSOCKNAME),
+		Allow("shutdown", unix.SYS_SHUTDOWN),
+	}
+}
