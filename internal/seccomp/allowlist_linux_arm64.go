@@ -44,7 +44,7 @@ func Run(pid int) []Rule {
 		Allow("sched_getaffinity", unix.SYS_SCHED_GETAFFINITY),
 		Allow("clock_gettime", unix.SYS_CLOCK_GETTIME),
 		Allow("restart_syscall", unix.SYS_RESTART_SYSCALL),
-		Allow("getrandom", unix.SYS_GETRANDOM),
+		Allow("getrandom", unix.SYS_GETRANDOM), // also virtio-rng's entropy
 		Allow("rt_sigaction", unix.SYS_RT_SIGACTION),
 		Allow("rt_sigprocmask", unix.SYS_RT_SIGPROCMASK),
 		Allow("rt_sigreturn", unix.SYS_RT_SIGRETURN),
@@ -73,6 +73,13 @@ func Run(pid int) []Rule {
 		Allow("newfstatat", unix.SYS_FSTATAT),
 		Allow("fcntl", unix.SYS_FCNTL),
 		Allow("ppoll", unix.SYS_PPOLL), // the tracepoint ring buffers
+		// virtio-blk: guest requests on the disk image, flushes.
+		Allow("preadv", unix.SYS_PREADV),
+		Allow("pwritev", unix.SYS_PWRITEV),
+		Allow("fdatasync", unix.SYS_FDATASYNC),
+		// virtio-net: frames from and to the tap device.
+		Allow("readv", unix.SYS_READV),
+		Allow("writev", unix.SYS_WRITEV),
 		// KVM, perf and terminal ioctls, by request (arg 1).
 		AllowIf("ioctl", unix.SYS_IOCTL, 1, ^uint32(0), ioctls...),
 		// The metrics server: connections on the socket bound at setup.
