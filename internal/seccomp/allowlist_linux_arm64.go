@@ -61,7 +61,7 @@ func Run(pid int) []Rule {
 		Allow("epoll_pwait", unix.SYS_EPOLL_PWAIT),
 		Allow("epoll_pwait2", unix.SYS_EPOLL_PWAIT2),
 		Allow("eventfd2", unix.SYS_EVENTFD2),
-		// Files: the console, result and profile files, reboot's re-read
+		// Files: the console, result, report and profile files, reboot's re-read
 		// of the kernel and initrd, /proc/self for memory use at the end.
 		Allow("openat", unix.SYS_OPENAT),
 		Allow("close", unix.SYS_CLOSE),
@@ -72,6 +72,12 @@ func Run(pid int) []Rule {
 		Allow("fstat", unix.SYS_FSTAT),
 		Allow("newfstatat", unix.SYS_FSTATAT),
 		Allow("fcntl", unix.SYS_FCNTL),
+		// --report is written to a temporary file, then renamed.
+		Allow("fchmod", unix.SYS_FCHMOD),
+		Allow("renameat", unix.SYS_RENAMEAT),
+		Allow("unlinkat", unix.SYS_UNLINKAT),
+		// os.Hostname's fallback for the result's host.
+		Allow("uname", unix.SYS_UNAME),
 		Allow("ppoll", unix.SYS_PPOLL), // the tracepoint ring buffers
 		// virtio-blk: guest requests on the disk image, flushes.
 		Allow("preadv", unix.SYS_PREADV),
