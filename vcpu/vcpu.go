@@ -59,8 +59,10 @@ type PowerOnRequest struct {
 	// registers: with KVM's in-kernel PSCI a secondary initialised with
 	// POWER_OFF waits inside KVM_RUN and KVM starts it on CPU_ON.
 	InitOnly bool
-	// Issued is when the request was made (CPU_ON time), for the timeline.
-	Issued time.Time
+	// Exited is when the KVM_RUN of the vCPU that made the request
+	// returned (the CPU_ON hypercall exit); Issued is when the request
+	// was made (the CPU_ON serviced). For the timeline.
+	Exited, Issued time.Time
 	// Ready, if not nil, is closed once the vCPU is reset and about to
 	// enter the guest.
 	Ready chan struct{}
@@ -89,7 +91,20 @@ type VCPU struct {
 
 	mpidr uint64
 	tid   atomic.Int32
-	on    chan PowerOnRequest
+	box   mailbox
+
+	// parked is set while the loop waits in its mailbox with the vCPU
+	// already reset (KVM_ARM_VCPU_INIT done): only then may another
+	// thread write its registers. regs says who writes them for the
+	// request being started (regsNone -> regsPoster or regsOwner ->
+	// regsDone); regsErr is the poster's error, read after regsDone.
+	parked  atomic.Bool
+	regs    atomic.Uint32
+	regsErr error
+
+	// ParkPoll is how long a parked vCPU polls for a power-on request
+	// before it sleeps; set it before Loop. Zero: sleep at once.
+	ParkPoll time.Duration
 
 	// ExitKey classifies the exit being handled for accounting: the
 	// Handler may set it while handling; Exited receives it as sub. The
@@ -97,12 +112,15 @@ type VCPU struct {
 	ExitKey int
 
 	// LastOn is the most recent power-on request this vCPU acted on;
-	// Woken when its thread took it and began setting the registers,
+	// Woken when this thread took it, Reset when its registers were set,
 	// Entered when it then entered the guest. Read them after Loop returns
 	// or from the Entering callback.
-	LastOn  PowerOnRequest
-	Woken   time.Time
-	Entered time.Time
+	LastOn                PowerOnRequest
+	Woken, Reset, Entered time.Time
+
+	// LastExit is when the KVM_RUN whose exit is being handled returned;
+	// read it from a Handler method.
+	LastExit time.Time
 }
 
 // New creates vCPU id on the VM and initialises it with init. Call it from
@@ -115,7 +133,7 @@ func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create vCPU %d: %w", id, err)
 	}
-	v := &VCPU{ID: id, fd: fd.File, init: init, on: make(chan PowerOnRequest, 1)}
+	v := &VCPU{ID: id, fd: fd.File, init: init}
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("KVM_ARM_VCPU_INIT vCPU %d: %w", id, err)
@@ -154,30 +172,50 @@ func (v *VCPU) TID() int { return int(v.tid.Load()) }
 // PowerOn asks the vCPU's loop to start the guest with req. It never blocks:
 // a request while one is pending is dropped and reported false (PSCI has
 // already refused a second CPU_ON for the same target by then).
+//
+// When the vCPU is parked, the calling thread also writes its entry
+// registers, while the vCPU's own thread is waking up: the writes overlap
+// the wake-up instead of following it. KVM serialises ioctls on a vCPU fd
+// with a mutex and binds a vCPU to a thread only in KVM_RUN, so writing a
+// parked vCPU's core registers from another thread is safe and cheap; the
+// vCPU's thread waits for those writes before it enters.
 func (v *VCPU) PowerOn(req PowerOnRequest) bool {
-	select {
-	case v.on <- req:
-		return true
-	default:
+	if !v.box.post(req) {
 		return false
 	}
+	if !req.InitOnly && v.parked.Load() && v.regs.CompareAndSwap(regsNone, regsPoster) {
+		v.regsErr = v.setEntry(req)
+		v.regs.Store(regsDone)
+		v.box.wake()
+	}
+	return true
 }
+
+// Hint tells a parked vCPU that a power-on request for it is probably
+// coming (a CPU_ON naming it is being serviced): its thread wakes now and
+// polls briefly, so its wake-up overlaps the servicing. Harmless if no
+// request follows. Safe from any goroutine.
+func (v *VCPU) Hint() { v.box.wake() }
+
+const (
+	regsNone uint32 = iota
+	regsPoster
+	regsOwner
+	regsDone
+)
 
 // DropPowerOn discards a power-on request that was never acted on (before a
 // reboot, so a CPU_ON from the previous boot cannot start a vCPU).
-func (v *VCPU) DropPowerOn() {
-	select {
-	case <-v.on:
-	default:
-	}
-}
+func (v *VCPU) DropPowerOn() { v.box.drop() }
 
 // Kick forces the vCPU out of KVM_RUN (or keeps it from entering): it sets
 // kvm_run.immediate_exit and signals the vCPU's thread. The signal is SIGURG,
 // for which the Go runtime has a handler that ignores foreign sends, so
-// KVM_RUN returns EINTR. Safe from any goroutine.
+// KVM_RUN returns EINTR. A parked vCPU is woken to re-check its stop
+// channel. Safe from any goroutine.
 func (v *VCPU) Kick() {
 	v.run.SetImmediateExit(true)
+	v.box.wake()
 	if tid := v.TID(); tid > 0 {
 		_ = unix.Tgkill(unix.Getpid(), tid, unix.SIGURG)
 	}
@@ -246,19 +284,21 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 		// Reset while parked, so a power-on only has to set registers:
 		// KVM_ARM_VCPU_INIT is the costly part of starting a vCPU and
 		// would otherwise sit on the CPU_ON path.
+		v.regs.Store(regsNone)
 		if err := v.resetState(); err != nil {
 			return err
 		}
-		var req PowerOnRequest
-		select {
-		case <-stop:
+		v.parked.Store(true)
+		req, ok := v.box.wait(stop, v.ParkPoll)
+		v.parked.Store(false)
+		if !ok {
 			return nil
-		case req = <-v.on:
 		}
 		v.Woken = time.Now()
 		if err := v.reset(req); err != nil {
 			return err
 		}
+		v.Reset = time.Now()
 		v.LastOn = req
 		if req.Ready != nil {
 			close(req.Ready)
@@ -281,19 +321,29 @@ func (v *VCPU) resetState() error {
 
 // reset puts the freshly initialised vCPU in its power-on state for req:
 // PC and X0. KVM's reset state already has PSTATE = EL1h with DAIF masked
-// (0x3c5) and the other registers zero (booting.rst's entry state).
+// (0x3c5) and the other registers zero (booting.rst's entry state), so X0
+// is written only when the context is not zero (Linux's CPU_ON passes 0):
+// each write is a system call on the CPU_ON path.
 func (v *VCPU) reset(req PowerOnRequest) error {
 	if req.InitOnly {
 		return nil
 	}
-	for _, r := range []struct {
-		id, val uint64
-	}{
-		{kvm.RegPC, req.Entry},
-		{kvm.RegX(0), req.Context},
-	} {
-		if err := kvm.SetOneReg(v.fd, r.id, r.val); err != nil {
-			return fmt.Errorf("reset vCPU %d: set register %#x: %w", v.ID, r.id, err)
+	if v.regs.CompareAndSwap(regsNone, regsOwner) {
+		return v.setEntry(req)
+	}
+	// The poster is writing them (PowerOn).
+	v.box.waitFor(func() bool { return v.regs.Load() == regsDone })
+	return v.regsErr
+}
+
+// setEntry writes PC and, if not zero, X0 for req.
+func (v *VCPU) setEntry(req PowerOnRequest) error {
+	if err := kvm.SetOneReg(v.fd, kvm.RegPC, req.Entry); err != nil {
+		return fmt.Errorf("reset vCPU %d: set PC: %w", v.ID, err)
+	}
+	if req.Context != 0 {
+		if err := kvm.SetOneReg(v.fd, kvm.RegX(0), req.Context); err != nil {
+			return fmt.Errorf("reset vCPU %d: set X0: %w", v.ID, err)
 		}
 	}
 	return nil
@@ -319,6 +369,7 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		}
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), uintptr(kvmRun), 0)
 		t0 := time.Now()
+		v.LastExit = t0
 		if errno != 0 {
 			if errno == unix.EINTR || errno == unix.EAGAIN {
 				h.Exited(v, kvm.ExitIntr, -1, time.Since(t0))

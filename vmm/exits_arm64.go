@@ -23,9 +23,9 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 		m.timeline.FirstRun = now
 	}
 	if c := &m.timeline.CPUs[v.ID]; c.Entered.IsZero() {
-		c.Entered, c.Reset = now, v.Woken
+		c.Entered, c.Woken, c.Reset = now, v.Woken, v.Reset
 		if v.ID != 0 && m.psci == PSCIUser {
-			c.CPUOn = v.LastOn.Issued
+			c.CPUOnExit, c.CPUOn = v.LastOn.Exited, v.LastOn.Issued
 		}
 	}
 	m.mu.Unlock()

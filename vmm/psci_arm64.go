@@ -44,12 +44,34 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 			m.end(ExitFault, fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err))
 			return vcpu.Halt
 		}
+		if i == 1 && (fid == psci.FnCPUOn || fid == psci.FnCPUOn64) {
+			// Wake the target's thread now, so its wake-up overlaps
+			// reading X2 and X3 and servicing the call.
+			mask := psci.AffinityMask
+			if fid == psci.FnCPUOn {
+				mask = psci.AffinityMask32
+			}
+			if k, ok := m.pm.CPUOf(x[1] & mask); ok && k != v.ID {
+				m.cpus[k].v.Hint()
+			}
+		}
 	}
 	r, err := m.pm.Handle(v.ID, fid, x[1], x[2], x[3])
 	if err != nil {
 		// Only a VMM bug gets here (a call from a vCPU PSCI holds off).
 		m.log.Error("PSCI call rejected", "vcpu", v.ID, "function", psci.Name(fid), "err", err)
 		r = psci.Result{X0: psci.NotSupported.X0()}
+	}
+	if r.Action == psci.ActionStartCPU {
+		// Wake the target before the caller's own register write, so
+		// that write overlaps the target's wake-up instead of
+		// preceding it.
+		req := vcpu.PowerOnRequest{Entry: r.Entry, Context: r.ContextID, Exited: v.LastExit, Issued: time.Now()}
+		if !m.cpus[r.Target].v.PowerOn(req) {
+			// PSCI moved the target OFF -> ON_PENDING just now, so
+			// no request can be queued for it; reaching this is a bug.
+			m.log.Error("CPU_ON: target already has a pending start", "target", r.Target)
+		}
 	}
 	// PSCI returns its result in X0 only; SMCCC lets X1-X3 be anything
 	// after such a call, so they are not written (three ioctls saved).
@@ -58,13 +80,6 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 		return vcpu.Halt
 	}
 	switch r.Action {
-	case psci.ActionStartCPU:
-		req := vcpu.PowerOnRequest{Entry: r.Entry, Context: r.ContextID, Issued: time.Now()}
-		if !m.cpus[r.Target].v.PowerOn(req) {
-			// PSCI moved the target OFF -> ON_PENDING just now, so
-			// no request can be queued for it; reaching this is a bug.
-			m.log.Error("CPU_ON: target already has a pending start", "target", r.Target)
-		}
 	case psci.ActionCPUOff:
 		m.prof.rec[v.ID].SetState(userspace.StateOff)
 		return vcpu.PowerOff

@@ -107,13 +107,17 @@ type Timeline struct {
 	End          time.Time // VM exit
 }
 
-// CPUTimeline is one vCPU's bring-up: the CPU_ON for it was serviced
-// (CPUOn), its thread took the request and set its registers (Reset; it
-// was reinitialised while it waited), it entered the guest (Entered).
+// CPUTimeline is one vCPU's bring-up. With PSCI in userspace a secondary's
+// CPU_ON path is timed step by step (docs/boot-phases.md, "The CPU_ON
+// path"): the caller's KVM_RUN returned with the hypercall (CPUOnExit),
+// mvm serviced it and posted the start (CPUOn), the target's thread took
+// it (Woken), set its registers (Reset) and is about to enter (Entered).
 type CPUTimeline struct {
-	CPUOn   time.Time
-	Reset   time.Time
-	Entered time.Time
+	CPUOnExit time.Time
+	CPUOn     time.Time
+	Woken     time.Time
+	Reset     time.Time
+	Entered   time.Time
 }
 
 // ErrNeedsARM64 is returned by New on hosts that cannot run arm64 guests.

@@ -20,14 +20,17 @@ type Summary struct {
 	// observed. For vCPU 0 CPUOnNS is -1 and EnteredNS is the first run.
 	CPUOnNS   []int64 `json:"cpu_on_ns"`
 	EnteredNS []int64 `json:"entered_ns"`
-	// ResetNS is when each vCPU's thread took its power-on request and set
-	// PC and X0 (-1 where not observed).
-	ResetNS   []int64          `json:"reset_ns,omitempty"`
-	MarksNS   []MarkSummary    `json:"marks"`
-	ConsoleNS map[string]int64 `json:"console_marks_ns"`
-	Memory    MemorySummary    `json:"memory"`
-	Unmapped  uint64           `json:"unmapped_accesses"`
-	Virtio    uint64           `json:"virtio_problems"`
+	// The CPU_ON path of each secondary (PSCI user mode), step by step
+	// (docs/boot-phases.md): the caller's hypercall exit, the target's
+	// thread awake with the request, its PC and X0 set; -1 where absent.
+	CPUOnExitNS []int64          `json:"cpu_on_exit_ns,omitempty"`
+	WokenNS     []int64          `json:"woken_ns,omitempty"`
+	ResetNS     []int64          `json:"reset_ns,omitempty"`
+	MarksNS     []MarkSummary    `json:"marks"`
+	ConsoleNS   map[string]int64 `json:"console_marks_ns"`
+	Memory      MemorySummary    `json:"memory"`
+	Unmapped    uint64           `json:"unmapped_accesses"`
+	Virtio      uint64           `json:"virtio_problems"`
 	// Profile is the exit profile (mvm run --profile), as its JSON.
 	Profile *exits.Report `json:"profile,omitempty"`
 	// ExitHeat is every vCPU's userspace exits in time buckets.
@@ -90,6 +93,8 @@ func (r Result) Summary() Summary {
 	for _, c := range t.CPUs {
 		s.CPUOnNS = append(s.CPUOnNS, off(c.CPUOn))
 		s.EnteredNS = append(s.EnteredNS, off(c.Entered))
+		s.CPUOnExitNS = append(s.CPUOnExitNS, off(c.CPUOnExit))
+		s.WokenNS = append(s.WokenNS, off(c.Woken))
 		s.ResetNS = append(s.ResetNS, off(c.Reset))
 	}
 	for _, m := range t.Marks {
