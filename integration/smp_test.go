@@ -212,3 +212,48 @@ func TestSMP(t *testing.T) {
 		})
 	}
 }
+
+var reHammer = regexp.MustCompile(`(?m)^hammer cpus (\d+) rounds (\d+) starts (\d+) errors (\d+) mismatches (\d+) timeouts (\d+)$`)
+
+// TestCPUOnHammer runs guest/payloads/cpuhammer.s: forty rounds in which
+// every secondary of a 64- or 96-vCPU guest is powered on (by the boot CPU
+// and, racing it, by its neighbour) and powers itself off again. With PSCI
+// in mvm every start goes through the park/wake path of vcpu.Loop; a lost
+// CPU_ON or wake-up shows as a timeout, a double start of one CPU_ON as a
+// mismatch between successful CPU_ONs and starts.
+func TestCPUOnHammer(t *testing.T) {
+	for _, c := range []struct {
+		cpus int
+		mode string
+	}{{64, "user"}, {96, "user"}, {64, "kernel"}} {
+		t.Run(fmt.Sprintf("%s/%d", c.mode, c.cpus), func(t *testing.T) {
+			r := mvm(t, 5*time.Minute, "run", "--kernel", payload(t, "cpuhammer.bin"),
+				"--cpus", strconv.Itoa(c.cpus), "--psci", c.mode)
+			if r.code != 0 {
+				t.Errorf("exit status %d, want 0 (SYSTEM_OFF)", r.code)
+			}
+			if r.stderr != "" {
+				t.Errorf("mvm logged:\n%s", r.stderr)
+			}
+			m := reHammer.FindStringSubmatch(r.stdout)
+			if m == nil {
+				t.Fatalf("no hammer line in:\n%s", r.stdout)
+			}
+			n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+			if n(1) != c.cpus {
+				t.Errorf("the guest counted %d vCPUs, want %d", n(1), c.cpus)
+			}
+			// Every secondary starts at least once a round; a neighbour's
+			// CPU_ON may start one again after it went off.
+			if min := n(2) * (c.cpus - 1); n(3) < min {
+				t.Errorf("%d starts, want at least %d (%d rounds x %d secondaries)", n(3), min, n(2), c.cpus-1)
+			}
+			for i, what := range map[int]string{4: "unexpected PSCI results", 5: "rounds where successful CPU_ONs != starts", 6: "waits past their deadline (lost CPU_ON or wake-up)"} {
+				if n(i) != 0 {
+					t.Errorf("%d %s", n(i), what)
+				}
+			}
+			t.Logf("%s", m[0])
+		})
+	}
+}
