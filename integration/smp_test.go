@@ -215,7 +215,7 @@ func TestSMP(t *testing.T) {
 
 var reHammer = regexp.MustCompile(`(?m)^hammer cpus (\d+) rounds (\d+) starts (\d+) errors (\d+) mismatches (\d+) timeouts (\d+)$`)
 
-// TestCPUOnHammer runs guest/payloads/cpuhammer.s: forty rounds in which
+// TestCPUOnHammer runs guest/payloads/cpuhammer.s: 24 rounds in which
 // every secondary of a 64- or 96-vCPU guest is powered on (by the boot CPU
 // and, racing it, by its neighbour) and powers itself off again. With PSCI
 // in mvm every start goes through the park/wake path of vcpu.Loop; a lost

@@ -200,14 +200,6 @@ func (m *Machine) MPIDR(k int) (uint64, error) {
 	return m.mpidr[k], nil
 }
 
-// CPUOf returns the vCPU whose affinity is mpidr (masked with
-// AffinityMask; for an SMC32/HVC32 call the caller masks with
-// AffinityMask32 first). It takes no lock: the map never changes.
-func (m *Machine) CPUOf(mpidr uint64) (int, bool) {
-	k, ok := m.byMPIDR[mpidr&AffinityMask]
-	return k, ok
-}
-
 // State returns vCPU k's power state.
 func (m *Machine) State(k int) (State, error) {
 	if k < 0 || k >= len(m.mpidr) {

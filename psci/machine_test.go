@@ -746,24 +746,3 @@ func TestActionString(t *testing.T) {
 		}
 	}
 }
-
-// TestCPUOf: the affinity -> vCPU lookup the VMM uses to wake a CPU_ON's
-// target early agrees with MPIDR for every vCPU, ignores the non-affinity
-// bits of a raw MPIDR_EL1 and finds nothing for an unknown affinity.
-func TestCPUOf(t *testing.T) {
-	m := newMachine(t, 40, nil)
-	for k := 0; k < m.NumCPUs(); k++ {
-		aff, err := m.MPIDR(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, raw := range []uint64{aff, aff | 1<<31} {
-			if got, ok := m.CPUOf(raw); !ok || got != k {
-				t.Errorf("CPUOf(%#x) = %d, %v; want %d", raw, got, ok, k)
-			}
-		}
-	}
-	if k, ok := m.CPUOf(0xff00ff); ok {
-		t.Errorf("CPUOf(0xff00ff) = %d, want none", k)
-	}
-}

@@ -77,12 +77,9 @@ func (b *mailbox) drop() {
 }
 
 // wait blocks the calling thread until a request arrives (ok) or stop is
-// closed (!ok). It first polls for up to poll, then sleeps in futex_wait;
-// after every wake-up that brought no request it polls again for up to
-// wakePoll before it sleeps again: a wake-up without a request is the
-// hint that a CPU_ON for this vCPU is being serviced (VCPU.Hint), and
-// polling then lets the thread's own wake-up overlap the rest of that
-// CPU_ON's handling. Only the mailbox's owner may call it.
+// closed (!ok). It first polls for up to poll (a request that arrives
+// meanwhile costs no wake-up at all), then sleeps in futex_wait. Only the
+// mailbox's owner may call it.
 func (b *mailbox) wait(stop <-chan struct{}, poll time.Duration) (PowerOnRequest, bool) {
 	var until time.Time
 	if poll > 0 {
@@ -109,15 +106,8 @@ func (b *mailbox) wait(stop <-chan struct{}, poll time.Duration) (PowerOnRequest
 		b.sleeping.Store(1)
 		futexWait(&b.seq, seq)
 		b.sleeping.Store(0)
-		poll, until = wakePoll, time.Now().Add(wakePoll)
 	}
 }
-
-// wakePoll bounds the polling after a wake-up: longer than servicing a
-// CPU_ON takes after its hint (tens of µs in the lab, where everything is
-// ~20x slower than on hardware), short enough that a refused CPU_ON or a
-// stray signal wastes little CPU.
-const wakePoll = 300 * time.Microsecond
 
 // waitFor blocks the owner until done() holds; whoever makes it hold must
 // call wake afterwards.

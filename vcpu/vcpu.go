@@ -191,12 +191,6 @@ func (v *VCPU) PowerOn(req PowerOnRequest) bool {
 	return true
 }
 
-// Hint tells a parked vCPU that a power-on request for it is probably
-// coming (a CPU_ON naming it is being serviced): its thread wakes now and
-// polls briefly, so its wake-up overlaps the servicing. Harmless if no
-// request follows. Safe from any goroutine.
-func (v *VCPU) Hint() { v.box.wake() }
-
 const (
 	regsNone uint32 = iota
 	regsPoster

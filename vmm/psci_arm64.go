@@ -44,17 +44,6 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 			m.end(ExitFault, fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err))
 			return vcpu.Halt
 		}
-		if i == 1 && (fid == psci.FnCPUOn || fid == psci.FnCPUOn64) {
-			// Wake the target's thread now, so its wake-up overlaps
-			// reading X2 and X3 and servicing the call.
-			mask := psci.AffinityMask
-			if fid == psci.FnCPUOn {
-				mask = psci.AffinityMask32
-			}
-			if k, ok := m.pm.CPUOf(x[1] & mask); ok && k != v.ID {
-				m.cpus[k].v.Hint()
-			}
-		}
 	}
 	r, err := m.pm.Handle(v.ID, fid, x[1], x[2], x[3])
 	if err != nil {

@@ -26,7 +26,7 @@
 // single writer: its vCPU's own slot; loads and stores are ordered with DSB.
 	.include "common.inc"
 
-	.equ ROUNDS,        40
+	.equ ROUNDS,        24
 	.equ MAX_CPUS,      512
 	.equ TABLE,         0x40100000      // RAM base + 1 MiB: one slot per vCPU
 	.equ SLOT_SHIFT,    6               // 64-byte slots
