@@ -4,7 +4,6 @@ package vcpu
 
 import (
 	"sync/atomic"
-	"time"
 )
 
 // mailbox holds a parked vCPU's next power-on request and wakes its thread.
@@ -77,29 +76,16 @@ func (b *mailbox) drop() {
 }
 
 // wait blocks the calling thread until a request arrives (ok) or stop is
-// closed (!ok). It first polls for up to poll (a request that arrives
-// meanwhile costs no wake-up at all), then sleeps in futex_wait. Only the
-// mailbox's owner may call it.
-func (b *mailbox) wait(stop <-chan struct{}, poll time.Duration) (PowerOnRequest, bool) {
-	var until time.Time
-	if poll > 0 {
-		until = time.Now().Add(poll)
-	}
-	for spins := 1; ; spins++ {
+// closed (!ok), sleeping in futex_wait. Only the mailbox's owner may call
+// it.
+func (b *mailbox) wait(stop <-chan struct{}) (PowerOnRequest, bool) {
+	for {
 		seq := b.seq.Load()
 		if r, ok := b.take(); ok {
 			return r, true
 		}
 		if stopped(stop) {
 			return PowerOnRequest{}, false
-		}
-		if poll > 0 {
-			// Read the clock only every so often: the loop is a few
-			// loads, the clock a vDSO call.
-			if spins%64 != 0 || time.Now().Before(until) {
-				continue
-			}
-			poll = 0
 		}
 		// A post or kick after the seq load above changes seq, and
 		// futex_wait then returns at once (EAGAIN): no lost wake-up.

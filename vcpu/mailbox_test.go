@@ -35,10 +35,10 @@ func TestMailboxPostTake(t *testing.T) {
 }
 
 // TestMailboxWait wakes a thread sleeping in futex_wait from another
-// goroutine, many times, with and without polling: a lost wake-up would
-// hang the test (go test's timeout reports it).
+// goroutine, many times: a lost wake-up would hang the test (go test's
+// timeout reports it).
 func TestMailboxWait(t *testing.T) {
-	for _, poll := range []time.Duration{0, 50 * time.Microsecond} {
+	{
 		var b mailbox
 		stop := make(chan struct{})
 		const n = 2000
@@ -50,7 +50,7 @@ func TestMailboxWait(t *testing.T) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			for {
-				r, ok := b.wait(stop, poll)
+				r, ok := b.wait(stop)
 				if !ok {
 					return
 				}
@@ -68,7 +68,7 @@ func TestMailboxWait(t *testing.T) {
 		}
 		for i := uint64(1); i <= n; i++ {
 			if e := <-got; e != i {
-				t.Fatalf("poll %v: request %d arrived as %d", poll, i, e)
+				t.Fatalf("request %d arrived as %d", i, e)
 			}
 		}
 		close(stop)
@@ -86,7 +86,7 @@ func TestMailboxStop(t *testing.T) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		_, ok := b.wait(stop, 0)
+		_, ok := b.wait(stop)
 		done <- ok
 	}()
 	time.Sleep(20 * time.Millisecond)

@@ -102,10 +102,6 @@ type VCPU struct {
 	regs    atomic.Uint32
 	regsErr error
 
-	// ParkPoll is how long a parked vCPU polls for a power-on request
-	// before it sleeps; set it before Loop. Zero: sleep at once.
-	ParkPoll time.Duration
-
 	// ExitKey classifies the exit being handled for accounting: the
 	// Handler may set it while handling; Exited receives it as sub. The
 	// loop resets it to -1 before each exit.
@@ -283,7 +279,7 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 			return err
 		}
 		v.parked.Store(true)
-		req, ok := v.box.wait(stop, v.ParkPoll)
+		req, ok := v.box.wait(stop)
 		v.parked.Store(false)
 		if !ok {
 			return nil
