@@ -11,7 +11,7 @@ LAB_TIMEOUT ?= 25m
 # LAB_RUN=REGEX runs only the matching integration tests (go test -run syntax).
 LAB_RUN   ?= .
 # BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
-BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|Virtio
+BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|Virtio|QEMUProfile
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 CROSS     ?= aarch64-linux-gnu-
 
@@ -150,23 +150,26 @@ endif
 
 # Benchmarks: host microbenchmarks, then the lab's (MMIO exit cost vs a bare
 # KVM_RUN loop, CPU_ON latency user vs kernel PSCI, Linux boot to init for
-# 1 and 8 vCPUs with mvm's memory overhead, --profile overhead). Each lab
+# 1 and 8 vCPUs with mvm's memory overhead, --profile overhead, mvm profile's
+# overhead on a QEMU boot). Each lab
 # benchmark reports ratios against a baseline measured in the same run.
 BENCHTIME ?= 2x
 LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
 $(OUT)/arm64/vmm.test: $(GO_SRC)
 	$(GOFLAGS_ARM64) $(GO) test -c -o $@ ./vmm
 
-bench: $(LAB_BENCH) $(MODULE_FILES) | lab-deps
+# QEMU goes into the lab when BENCH_RUN names a QEMU benchmark.
+BENCH_CPIO := $(if $(findstring QEMU,$(BENCH_RUN)),$(QEMU_CPIO))
+bench: $(LAB_BENCH) $(MODULE_FILES) $(BENCH_CPIO) | lab-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./exits/ ./psci/ ./devices/
 ifeq ($(NATIVE),yes)
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
-	MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
+	MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
-	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) \
-	  -run 'export MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
+	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) $(foreach f,$(BENCH_CPIO),-cpio $(f)) \
+	  -run 'export $(if $(BENCH_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
 	    /lab/integration.test -test.run "^$$" -test.bench "$(BENCH_RUN)" -test.benchtime $(BENCHTIME) -test.timeout 60m'
 endif
