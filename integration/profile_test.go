@@ -25,6 +25,7 @@ type profileJSON struct {
 	Sources []struct {
 		Name   string `json:"name"`
 		Used   bool   `json:"used"`
+		Detail string `json:"detail"`
 		Reason string `json:"reason"`
 	} `json:"sources"`
 	Rows []struct {

@@ -55,7 +55,7 @@ func readQEMUProfile(t *testing.T, path string) qemuProfile {
 // vCPU stats files, read through pidfd_getfd copies.
 func TestQEMUProfileCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "profile.json")
-	args := append([]string{"profile", "--format", "json", "--out", out, "--"},
+	args := append([]string{"profile", "--tracepoint-via", "both", "--format", "json", "--out", out, "--"},
 		qemuArgs(t, 2, "-name", "guest=mvm-test,debug-threads=on")...)
 	r := mvm(t, 4*time.Minute, args...)
 	if r.code != 0 {
@@ -100,6 +100,29 @@ func TestQEMUProfileCommand(t *testing.T) {
 			t.Errorf("vCPU %s: tracepoint exits %d, stats exits %d", v, got, want)
 		}
 		t.Logf("vCPU %s: WFx %d HVC64 %d exits %d", v, wfx, stat("hvc_exit_stat"), stat("exits"))
+	}
+
+	// The BPF counts of the same boot equal the perf samples' per reason
+	// and vCPU.
+	if ok, why := p.used("tracepoint_bpf"); !ok {
+		t.Fatalf("BPF counts not used: %s", why)
+	}
+	nBPF := 0
+	for _, row := range p.Rows {
+		switch row.Source {
+		case "tracepoint":
+			if got := p.count("tracepoint_bpf", row.VCPU, row.Reason); got != row.Count {
+				t.Errorf("vCPU %s %s: BPF %d, perf %d", row.VCPU, row.Reason, got, row.Count)
+			}
+		case "tracepoint_bpf":
+			nBPF++
+			if p.count("tracepoint", row.VCPU, row.Reason) == 0 {
+				t.Errorf("vCPU %s %s: BPF %d, perf none", row.VCPU, row.Reason, row.Count)
+			}
+		}
+	}
+	if nBPF == 0 {
+		t.Error("no BPF rows")
 	}
 
 	// mvm's status is the command's.
@@ -199,6 +222,11 @@ func TestQEMUProfileAttach(t *testing.T) {
 	for _, src := range []string{"kvm_stats", "tracepoint"} {
 		if ok, why := p.used(src); !ok {
 			t.Errorf("source %s not used: %s", src, why)
+		}
+	}
+	for _, s := range p.Sources {
+		if s.Name == "tracepoint" && !strings.Contains(s.Detail, "BPF") {
+			t.Errorf("as root the tracepoints should be counted by BPF: %q", s.Detail)
 		}
 	}
 	// Tracepoints are opened before the stats baseline and closed after

@@ -31,6 +31,7 @@ type profileFlags struct {
 	sources     []string
 	metricsAddr string
 	logLevel    string
+	via         string
 }
 
 func newProfileCmd() *cobra.Command {
@@ -50,8 +51,11 @@ Sources (the report's Sources list says which were used and why not):
   kvm_stats   the VMM's own KVM stats files (KVM_GET_STATS_FD), copied with
               pidfd_getfd: KVM answers that ioctl only to the VM's creator, so
               this works for VMMs that open them (QEMU does, per vCPU)
-  tracepoint  kvm:kvm_entry/kvm:kvm_exit through perf_event_open: per thread for
-              --pid, inherited per CPU from the first instruction for a COMMAND
+  tracepoint  kvm:kvm_entry/kvm:kvm_exit: counted in the kernel by BPF programs
+              where allowed (CAP_BPF+CAP_PERFMON; counts only), else, or with
+              --tracepoint-via perf, samples through perf_event_open rings (counts
+              and times): per thread for --pid, inherited per CPU from the first
+              instruction for a COMMAND
 
 vCPU threads are told apart by the names VMMs give them (QEMU "CPU n/KVM" with
 -name debug-threads=on, Firecracker "fc_vcpu n", Cloud Hypervisor "vcpuN",
@@ -91,6 +95,7 @@ Exit status: the command's with -- COMMAND (128+N if signal N killed it);
 	fl.StringSliceVar(&f.sources, "sources", nil, "limit the profile to these sources: kvm_stats, tracepoint (default: all the host allows)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while profiling")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "mvm's own log level on stderr: debug, info, warn, error")
+	fl.StringVar(&f.via, "tracepoint-via", "auto", "how tracepoints are read: auto (BPF if allowed, else perf rings), bpf (in-kernel counts, no times), perf (rings: counts and times), both (perf, plus the BPF counts as tracepoint_bpf to compare)")
 	return cmd
 }
 
@@ -110,6 +115,8 @@ func (f *profileFlags) check(cmd *cobra.Command, args []string) error {
 		return usageError{fmt.Errorf("--duration %v: must not be negative", f.duration)}
 	case f.interval <= 0:
 		return usageError{fmt.Errorf("--interval %v: must be positive", f.interval)}
+	case f.via != attach.ViaAuto && f.via != attach.ViaBPF && f.via != attach.ViaPerf && f.via != attach.ViaBoth:
+		return usageError{fmt.Errorf("--tracepoint-via %q: use auto, bpf, perf or both", f.via)}
 	case f.format != "table" && f.format != "json":
 		return usageError{fmt.Errorf("--format %q: use table or json", f.format)}
 	}
@@ -177,7 +184,7 @@ func runProfile(cmd *cobra.Command, f *profileFlags, args []string) error {
 	cfg := attach.Config{
 		PID: f.pid, Command: args, Sources: f.sources,
 		Duration: f.duration, Interval: f.interval,
-		MetricsAddr: f.metricsAddr, Logger: log,
+		MetricsAddr: f.metricsAddr, Logger: log, Via: f.via,
 		Started: func(pid int) { cmdPID <- pid },
 	}
 	if f.live {

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/bpfagg"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
 	"github.com/mvm-dev/mvm/exits/metrics"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
@@ -56,7 +57,22 @@ type Config struct {
 	// Started, if set, is told the command's PID once it runs (so the
 	// caller can forward signals to it).
 	Started func(pid int)
+	// Via is how tracepoints are read: ViaAuto (BPF when the kernel
+	// allows it, else perf rings), ViaBPF, ViaPerf, or ViaBoth (perf rows
+	// as "tracepoint", BPF counts as "tracepoint_bpf", to cross-check).
+	Via string
 }
+
+// Tracepoint paths (Config.Via).
+const (
+	ViaAuto = "auto"
+	ViaBPF  = "bpf"
+	ViaPerf = "perf"
+	ViaBoth = "both"
+)
+
+// SourceBPF names the BPF counts in ViaBoth reports.
+const SourceBPF = "tracepoint_bpf"
 
 // Result is the outcome of Run.
 type Result struct {
@@ -111,6 +127,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
+	switch cfg.Via {
+	case "":
+		cfg.Via = ViaAuto
+	case ViaAuto, ViaBPF, ViaPerf, ViaBoth:
+	default:
+		return nil, fmt.Errorf("%w: tracepoint path %q (auto, bpf, perf, both)", ErrBadConfig, cfg.Via)
+	}
 	r := &run{cfg: cfg, log: cfg.Logger, stats: map[int]*statsFile{}}
 	defer r.close()
 	return r.run(ctx)
@@ -127,6 +150,9 @@ type run struct {
 
 	trace    *tracepoint.Profiler
 	traceErr error
+	bpf      *bpfagg.Counter
+	bpfErr   error
+	tidVCPU  map[int]int // vCPU threads found so far
 	traceRun chan struct{}
 	stopRun  context.CancelFunc
 
@@ -160,9 +186,10 @@ var errNotAsked = errors.New("not requested (--sources)")
 const ringPages = 1024
 
 func (r *run) run(ctx context.Context) (*Result, error) {
-	if r.want(exits.SourceTracepoint) {
+	r.tidVCPU = map[int]int{}
+	if r.want(exits.SourceTracepoint) && r.cfg.Via != ViaBPF {
 		r.trace, r.traceErr = tracepoint.New(tracepoint.Config{Tracefs: r.cfg.Tracefs, Logger: r.log, RingPages: ringPages})
-	} else {
+	} else if !r.want(exits.SourceTracepoint) {
 		r.traceErr = errNotAsked
 	}
 	if !r.want(exits.SourceKVMStats) {
@@ -201,7 +228,7 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 
 	res.Exited, res.State = r.follow(ctx)
 	res.Report = r.finish()
-	if r.trace != nil && len(r.mapped) < r.vcpus {
+	if (r.trace != nil || r.bpf != nil) && len(r.mapped) < r.vcpus {
 		r.note(fmt.Sprintf("%d of %d vCPU threads identified (by thread name or the KVM_RUN they sat in); the others' exits show under vCPU -1", len(r.mapped), r.vcpus))
 	}
 	res.Notes = r.notes
@@ -209,6 +236,37 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 		res.waited, res.cmd = r.waited, r.cmd.Cmd
 	}
 	return res, nil
+}
+
+// openBPF loads the counting programs for process pid (unless the perf
+// path alone was asked for). With ViaAuto a working BPF path replaces the
+// perf rings; where BPF is refused, the perf rings stay and the reason is
+// kept for the Sources list.
+func (r *run) openBPF(pid int) {
+	if !r.want(exits.SourceTracepoint) || r.cfg.Via == ViaPerf {
+		return
+	}
+	root := r.cfg.Tracefs
+	var err error
+	if root == "" {
+		env := tracepoint.SystemEnv(true)
+		env.Logger = r.log
+		root, err = tracepoint.ProbeEnv(env)
+	}
+	if err == nil {
+		r.bpf, err = bpfagg.New(root, pid)
+	}
+	if err != nil {
+		r.bpfErr = err
+		if r.cfg.Via == ViaBPF {
+			r.traceErr = err
+		}
+		return
+	}
+	if r.cfg.Via == ViaAuto && r.trace != nil {
+		r.trace.Close()
+		r.trace = nil
+	}
 }
 
 // startCommand starts the command stopped at exec, opens the inherited
@@ -225,6 +283,7 @@ func (r *run) startCommand() error {
 		st.Kill()
 		return err
 	}
+	r.openBPF(st.PID())
 	if r.trace != nil {
 		cpus, err := onlineCPUs()
 		if err == nil {
@@ -261,7 +320,8 @@ func (r *run) attachPID(ctx context.Context) error {
 	// Tracepoints first, stats baseline second (and at the end the other
 	// way round), so the tracepoints cover at least the stats' window.
 	defer r.copyStats(k, false)
-	if r.trace == nil {
+	r.openBPF(p.PID)
+	if r.trace == nil && r.bpf == nil {
 		return nil
 	}
 	// vCPU threads by name, else by the KVM_RUN they sit in; a thread
@@ -276,6 +336,11 @@ func (r *run) attachPID(ctx context.Context) error {
 	for _, v := range vts {
 		byTID[v.TID] = v.VCPU
 		r.mapped[v.TID] = true
+		r.tidVCPU[v.TID] = v.VCPU
+	}
+	r.vcpus = len(k.VCPUs)
+	if r.trace == nil {
+		return nil
 	}
 	ts, err := p.Threads()
 	if err != nil {
@@ -417,7 +482,7 @@ func (r *run) rescan() {
 		return // not yet a KVM process, or gone
 	}
 	r.copyStats(k, r.cmd != nil)
-	if r.trace == nil {
+	if r.trace == nil && r.bpf == nil {
 		return
 	}
 	r.mu.Lock()
@@ -439,7 +504,10 @@ func (r *run) rescan() {
 	for _, v := range vts {
 		if !r.mapped[v.TID] {
 			r.mapped[v.TID] = true
-			r.trace.SetVCPU(v.TID, v.VCPU)
+			r.tidVCPU[v.TID] = v.VCPU
+			if r.trace != nil {
+				r.trace.SetVCPU(v.TID, v.VCPU)
+			}
 		}
 	}
 }
@@ -464,17 +532,61 @@ func (r *run) report() *exits.Report {
 	rep := &exits.Report{DurationNS: uint64(time.Since(r.start))}
 	rep.SetSource(exits.SourceUserspace, "", errors.New("the exits that reach another VMM are counted inside it"))
 	r.addStats(rep)
-	if r.trace != nil {
+	switch {
+	case r.trace != nil:
 		tracepoint.AddTo(rep, r.trace.Namer(), r.trace.Aggregator().Snapshot())
 		how := "kvm:kvm_entry and kvm:kvm_exit samples of every thread of the process (perf_event_open per thread)"
 		if r.cmd != nil {
 			how = "kvm:kvm_entry and kvm:kvm_exit samples of the command and every thread it created (perf_event_open, inherited, per CPU)"
 		}
+		if r.bpfErr != nil && r.cfg.Via == ViaAuto {
+			how += "; BPF not used: " + r.bpfErr.Error()
+		}
 		rep.SetSource(exits.SourceTracepoint, how, nil)
-	} else {
-		rep.SetSource(exits.SourceTracepoint, "", r.traceErr)
+	case r.bpf != nil && r.cfg.Via != ViaBoth:
+		// fall through to the BPF rows below, as the tracepoint source
+	default:
+		err := r.traceErr
+		if r.bpfErr != nil && r.cfg.Via == ViaAuto {
+			err = fmt.Errorf("%v; BPF: %v", err, r.bpfErr)
+		}
+		rep.SetSource(exits.SourceTracepoint, "", err)
 	}
+	if r.bpf == nil {
+		if r.cfg.Via == ViaBoth {
+			rep.SetSource(SourceBPF, "", r.bpfErr)
+		}
+		return rep
+	}
+	vs, err := r.bpf.Snapshot(r.vcpuOf)
+	const how = "kvm:kvm_exit and kvm:kvm_entry counted per thread and reason in the kernel by BPF programs (counts only: --tracepoint-via perf for times)"
+	if r.cfg.Via != ViaBoth {
+		if err != nil {
+			rep.SetSource(exits.SourceTracepoint, "", err)
+			return rep
+		}
+		tracepoint.AddTo(rep, r.bpf.Namer(), vs)
+		rep.SetSource(exits.SourceTracepoint, how, nil)
+		return rep
+	}
+	if err != nil {
+		rep.SetSource(SourceBPF, "", err)
+		return rep
+	}
+	for _, row := range tracepoint.Rows(r.bpf.Namer(), vs) {
+		row.Source = SourceBPF
+		rep.Rows = append(rep.Rows, row)
+	}
+	rep.SetSource(SourceBPF, how, nil)
 	return rep
+}
+
+// vcpuOf maps a thread to its vCPU as far as found.
+func (r *run) vcpuOf(tid int) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.tidVCPU[tid]
+	return v, ok
 }
 
 func (r *run) addStats(rep *exits.Report) {
@@ -609,6 +721,9 @@ func (r *run) close() {
 	}
 	if r.trace != nil {
 		r.trace.Close()
+	}
+	if r.bpf != nil {
+		r.bpf.Close()
 	}
 	r.mu.Lock()
 	for _, sf := range r.stats {
