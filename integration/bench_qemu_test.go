@@ -37,25 +37,37 @@ func qemuArgsB(b *testing.B) []string {
 }
 
 // BenchmarkQEMUProfile: a QEMU boot of Linux on 2 vCPUs to power-off,
-// plain, under mvm profile with every source (tracepoints through perf
-// rings) and under mvm profile with the KVM stats only, interleaved.
+// plain and under mvm profile with every source (tracepoints counted by
+// BPF, the default where allowed), with every source on the perf rings
+// (--tracepoint-via perf), and with the KVM stats only, interleaved.
 // Ratios of medians against the plain boots of the same run, with the
 // min..max of the per-round ratios.
 func BenchmarkQEMUProfile(b *testing.B) {
-	var plain, all, stats, rAll, rStats []float64
+	variants := []struct {
+		name string
+		args []string
+	}{
+		{"bpf", []string{"--tracepoint-via", "bpf"}},
+		{"perf", []string{"--tracepoint-via", "perf"}},
+		{"stats", []string{"--sources", "kvm_stats"}},
+	}
+	var plain []float64
+	times := make([][]float64, len(variants))
+	ratios := make([][]float64, len(variants))
 	for i := 0; i < b.N; i++ {
 		p := qemuBoot(b)
-		a := qemuBoot(b, "--format", "json", "--out", "/dev/null")
-		s := qemuBoot(b, "--sources", "kvm_stats", "--format", "json", "--out", "/dev/null")
-		plain, all, stats = append(plain, p), append(all, a), append(stats, s)
-		rAll, rStats = append(rAll, a/p), append(rStats, s/p)
+		plain = append(plain, p)
+		for j, v := range variants {
+			d := qemuBoot(b, append(v.args, "--format", "json", "--out", "/dev/null")...)
+			times[j] = append(times[j], d)
+			ratios[j] = append(ratios[j], d/p)
+		}
 	}
 	b.ReportMetric(median(plain)/1e6, "plain-ms")
-	b.ReportMetric(median(all)/median(plain), "all/plain")
-	b.ReportMetric(slices.Min(rAll), "all/plain-min")
-	b.ReportMetric(slices.Max(rAll), "all/plain-max")
-	b.ReportMetric(median(stats)/median(plain), "stats/plain")
-	b.ReportMetric(slices.Min(rStats), "stats/plain-min")
-	b.ReportMetric(slices.Max(rStats), "stats/plain-max")
+	for j, v := range variants {
+		b.ReportMetric(median(times[j])/median(plain), v.name+"/plain")
+		b.ReportMetric(slices.Min(ratios[j]), v.name+"/plain-min")
+		b.ReportMetric(slices.Max(ratios[j]), v.name+"/plain-max")
+	}
 	b.ReportMetric(0, "ns/op")
 }

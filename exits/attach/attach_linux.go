@@ -320,15 +320,20 @@ func (r *run) attachPID(ctx context.Context) error {
 	// Tracepoints first, stats baseline second (and at the end the other
 	// way round), so the tracepoints cover at least the stats' window.
 	defer r.copyStats(k, false)
-	r.openBPF(p.PID)
-	if r.trace == nil && r.bpf == nil {
+	if !r.want(exits.SourceTracepoint) {
 		return nil
 	}
 	// vCPU threads by name, else by the KVM_RUN they sit in; a thread
-	// running guest code is caught on a later look (up to ~100 ms).
+	// running guest code is caught on a later look (up to ~100 ms, before
+	// anything is counted, so the windows of the sources stay close).
 	vts, err := p.MapVCPUs(ctx, k, 20, 5*time.Millisecond)
 	if err != nil {
 		r.dropTrace(err)
+		r.bpfErr = err
+		return nil
+	}
+	r.openBPF(p.PID)
+	if r.trace == nil && r.bpf == nil {
 		return nil
 	}
 	byTID := map[int]int{}
