@@ -436,7 +436,13 @@ func (r *run) follow(ctx context.Context) (exited bool, state *os.ProcessState) 
 		defer t.Stop()
 		deadline = t.C
 	}
-	scan := time.NewTicker(20 * time.Millisecond)
+	// Look for new stats files and vCPU threads every 20 ms while they
+	// keep appearing, backing off to a second once nothing changes: each
+	// look reads /proc/PID/fd and the tasks' syscall files, which costs
+	// the profiled guest too.
+	const minGap, maxGap = 20 * time.Millisecond, time.Second
+	gap := minGap
+	scan := time.NewTimer(gap)
 	defer scan.Stop()
 	live := time.NewTicker(r.cfg.Interval)
 	defer live.Stop()
@@ -468,7 +474,12 @@ func (r *run) follow(ctx context.Context) (exited bool, state *os.ProcessState) 
 		case <-deadline:
 			return false, nil
 		case <-scan.C:
-			r.rescan()
+			if r.rescan() {
+				gap = minGap
+			} else {
+				gap = min(2*gap, maxGap)
+			}
+			scan.Reset(gap)
 		case <-live.C:
 			if r.cfg.Live != nil {
 				r.cfg.Live(r.report())
@@ -477,17 +488,29 @@ func (r *run) follow(ctx context.Context) (exited bool, state *os.ProcessState) 
 	}
 }
 
+// progress counts what rescan has found so far.
+func (r *run) progress() [3]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return [3]int{len(r.stats), len(r.mapped), r.vcpus}
+}
+
 // rescan copies new stats files and maps vCPU threads not mapped yet:
 // a thread is seen in KVM_RUN only while it is blocked there (a halted
 // vCPU), so busy ones are found on a later look, and their whole history
 // moves to their vCPU then.
-func (r *run) rescan() {
+func (r *run) rescan() (changed bool) {
+	before := r.progress()
+	defer func() { changed = r.progress() != before }()
 	k, err := r.proc.KVM()
 	if err != nil {
 		return // not yet a KVM process, or gone
 	}
 	r.copyStats(k, r.cmd != nil)
 	if r.trace == nil && r.bpf == nil {
+		r.mu.Lock()
+		r.vcpus = max(r.vcpus, len(k.VCPUs))
+		r.mu.Unlock()
 		return
 	}
 	r.mu.Lock()
@@ -515,6 +538,7 @@ func (r *run) rescan() {
 			}
 		}
 	}
+	return
 }
 
 func (r *run) dropTrace(err error) {
