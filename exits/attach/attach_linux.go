@@ -474,7 +474,7 @@ func (r *run) follow(ctx context.Context) (exited bool, state *os.ProcessState) 
 		case <-deadline:
 			return false, nil
 		case <-scan.C:
-			if r.rescan() {
+			if r.rescan() || r.progress()[2] == 0 { // changed, or no VM yet
 				gap = minGap
 			} else {
 				gap = min(2*gap, maxGap)
