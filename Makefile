@@ -11,7 +11,7 @@ LAB_TIMEOUT ?= 25m
 # LAB_RUN=REGEX runs only the matching integration tests (go test -run syntax).
 LAB_RUN   ?= .
 # BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
-BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|Virtio|QEMUProfile
+BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|Virtio|QEMUProfile|BringUp
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 CROSS     ?= aarch64-linux-gnu-
 
@@ -149,9 +149,10 @@ demo: $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz | lab-deps
 endif
 
 # Benchmarks: host microbenchmarks, then the lab's (MMIO exit cost vs a bare
-# KVM_RUN loop, CPU_ON latency user vs kernel PSCI, Linux boot to init for
-# 1 and 8 vCPUs with mvm's memory overhead, --profile overhead, mvm profile's
-# overhead on a QEMU boot). Each lab
+# KVM_RUN loop, CPU_ON latency user vs kernel PSCI with its steps, Linux boot
+# to init for 1 and 8 vCPUs with mvm's memory overhead, --profile overhead,
+# mvm profile's overhead on a QEMU boot, guest-timed secondary bring-up at
+# 8-64 vCPUs in both PSCI modes). Each lab
 # benchmark reports ratios against a baseline measured in the same run.
 BENCHTIME ?= 2x
 LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox

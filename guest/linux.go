@@ -7,7 +7,10 @@ import (
 
 // TestInit is the /init of mvm's Linux test guests (busybox sh). It mounts
 // the usual filesystems, writes the userspace boot marker, prints the lines
-// the tests and benchmarks read, runs an optional command and powers off.
+// the tests and benchmarks read (among them "mvm-guest: smp start S" and
+// "mvm-guest: smp done S", the dmesg timestamps of the kernel's "smp:
+// Bringing up secondary CPUs" and "smp: Brought up" lines), runs an
+// optional command and powers off.
 // Kernel command-line parameters it understands (the kernel passes unknown
 // name=value parameters to init's environment):
 //
@@ -48,6 +51,8 @@ echo "mvm-guest: online $(cat /sys/devices/system/cpu/online)"
 # The kernel's bring-up line, reworded so console markers that watch for
 # the kernel's own line do not match this (later) copy of it.
 dmesg | grep -m1 'smp: Brought up' | sed 's/^.*smp: Brought up/mvm-guest: kernel brought up/'
+# The kernel's own timestamps (seconds) around secondary bring-up.
+dmesg | sed -n 's/^\[ *\([0-9.]*\)\] smp: Bringing up secondary CPUs.*/mvm-guest: smp start \1/p; s/^\[ *\([0-9.]*\)\] smp: Brought up.*/mvm-guest: smp done \1/p'
 if [ -x /mvm-cmd ]; then /mvm-cmd; fi
 echo "mvm-guest: poweroff"
 poweroff -f

@@ -37,6 +37,8 @@ type result struct {
 	code           int
 	stdout, stderr string
 	elapsed        time.Duration
+	// cpu is the process's user + system CPU time (all its threads).
+	cpu time.Duration
 }
 
 // mvm runs the mvm binary with args, failing the test if it does not finish
@@ -59,6 +61,9 @@ func mvmCmd(t testing.TB, timeout time.Duration, setup func(*exec.Cmd), args ...
 	start := time.Now()
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start)}
+	if ps := cmd.ProcessState; ps != nil {
+		r.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	if ctx.Err() != nil {
 		t.Fatalf("mvm %s did not finish within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
 	}
