@@ -27,6 +27,9 @@ type Options struct {
 	Baseline string
 	// Phases, when not empty, limits the analysis to these phases.
 	Phases []string
+	// ProfileAll lists every exit-profile row in the comparison, not only
+	// the significant ones.
+	ProfileAll bool
 }
 
 // Dist describes one cell's samples (nanoseconds).
@@ -155,6 +158,8 @@ type Analysis struct {
 	Failed      []RunRef          `json:"failed_runs,omitempty"`
 	Regressions []CellRef         `json:"regressions,omitempty"`
 	Notes       []string          `json:"notes,omitempty"`
+	// ProfileAll: the exit-profile comparison lists every row.
+	ProfileAll bool `json:"profile_all,omitempty"`
 }
 
 // RunRef points at a failed run.
@@ -236,6 +241,7 @@ func Analyze(vs []Variant, runs []Run, opt Options) (Analysis, error) {
 	an := Analysis{
 		Test: TestName, Alpha: opt.Alpha, FailOnRegression: opt.FailOnRegression,
 		Baseline: opt.Baseline, Rows: Rows(vs), Variants: names, Absent: map[string]string{},
+		ProfileAll: opt.ProfileAll,
 	}
 	type key struct {
 		cpus    int

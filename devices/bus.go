@@ -63,3 +63,18 @@ func (b *Bus) Devices() []Device {
 	}
 	return out
 }
+
+// Range is where a device sits in the guest-physical address space.
+type Range struct {
+	Name       string
+	Base, Size uint64
+}
+
+// Ranges lists the devices' ranges in Devices() order.
+func (b *Bus) Ranges() []Range {
+	out := make([]Range, len(b.ranges))
+	for i, r := range b.ranges {
+		out[i] = Range{Name: r.dev.Name(), Base: r.base, Size: r.size}
+	}
+	return out
+}

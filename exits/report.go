@@ -78,6 +78,12 @@ type Row struct {
 	// (tracepoint rows only).
 	GuestNS    uint64 `json:"guest_ns,omitempty"`
 	GuestCount uint64 `json:"guest_count,omitempty"`
+	// Percentiles of guest and handling time (tracepoint total rows).
+	Percentiles *Latency `json:"percentiles,omitempty"`
+	// Breakdown splits a tracepoint reason below the exception class
+	// (SYS64 by register, DABT_LOW by device, HVC64 by function, WFx into
+	// WFI and WFE); its rows add up to Count.
+	Breakdown []BreakdownRow `json:"breakdown,omitempty"`
 }
 
 // StatRow is one KVM binary statistic over the run.
@@ -121,6 +127,12 @@ type Report struct {
 	TraceLost uint64 `json:"tracepoint_lost,omitempty"`
 	// KVMStats holds the binary stats, per vCPU, VM and total.
 	KVMStats []StatRow `json:"kvm_stats,omitempty"`
+	// ByPhase splits the tracepoint totals by boot phase.
+	ByPhase []PhaseRows `json:"by_phase,omitempty"`
+	// Userspace says when the guest reached userspace, if it did.
+	Userspace *UserspaceStart `json:"userspace_start,omitempty"`
+	// GuestCode lists the guest functions the exits came from.
+	GuestCode *GuestCode `json:"guest_code,omitempty"`
 }
 
 // SetSource records a source as used (err == nil) or unavailable with err
@@ -240,4 +252,114 @@ func MeanNS(sum, n uint64) uint64 {
 		return 0
 	}
 	return sum / n
+}
+
+// Percentiles are the p50, p90 and p99 of a latency distribution and its
+// maximum, in nanoseconds, read from a bounded log-linear histogram
+// (exits/hist: within about 3% of the sample value).
+type Percentiles struct {
+	P50 uint64 `json:"p50"`
+	P90 uint64 `json:"p90"`
+	P99 uint64 `json:"p99"`
+	Max uint64 `json:"max"`
+}
+
+// Latency holds the percentiles of the guest time before the exits and of
+// their handling time (tracepoint rows).
+type Latency struct {
+	Guest  Percentiles `json:"guest"`
+	Handle Percentiles `json:"handle"`
+}
+
+// BreakdownRow is one part of a reason: a system register access, a
+// device, an SMCCC function, WFI or WFE. The rows of a reason add up to
+// it.
+type BreakdownRow struct {
+	// Key names the part ("ICC_SGI1R_EL1 write", "gicr", "CPU_ON",
+	// "WFI"); "unknown" counts exits without the detail event, "other"
+	// those past the bound on distinct keys.
+	Key     string `json:"key"`
+	Samples uint64 `json:"samples"`
+	// TimeNS is the summed Time as in the reason's row (perf's Time),
+	// HandleNS the summed handling time.
+	TimeNS   uint64 `json:"time_ns"`
+	HandleNS uint64 `json:"handle_ns"`
+	// Percentiles are present on total rows.
+	Percentiles *Latency `json:"percentiles,omitempty"`
+	// Addresses are the most frequent guest-physical addresses of a
+	// device row (total rows).
+	Addresses []AddressCount `json:"addresses,omitempty"`
+}
+
+// AddressCount is how many exits one guest-physical address caused.
+type AddressCount struct {
+	Addr    string `json:"addr"`
+	Samples uint64 `json:"samples"`
+}
+
+// PhaseRows are the tracepoint totals of one boot phase.
+type PhaseRows struct {
+	// Phase is boot_to_smp, secondaries, kernel_to_user or
+	// after_userspace (docs/boot-phases.md; vmm_setup has no exits).
+	Phase string `json:"phase"`
+	// StartNS and EndNS are the phase's bounds in ns since the first
+	// kvm_entry of the run; EndNS is -1 for the phase the run ended in.
+	StartNS int64      `json:"start_ns"`
+	EndNS   int64      `json:"end_ns"`
+	Rows    []PhaseRow `json:"rows"`
+}
+
+// PhaseRow is one reason within a phase.
+type PhaseRow struct {
+	Reason   string `json:"reason"`
+	Samples  uint64 `json:"samples"`
+	TimeNS   uint64 `json:"time_ns"`
+	HandleNS uint64 `json:"handle_ns"`
+}
+
+// UserspaceStart says when the guest reached userspace and how mvm knows.
+type UserspaceStart struct {
+	// Source is "marker" (the guest wrote 0x41 to the boot-marker
+	// device: precise) or "first_user_exit" (the first kvm_exit whose
+	// guest PC is a user address, in the TTBR0 half: userspace started at
+	// or before it, so this is a late edge).
+	Source string `json:"source"`
+	// AtNS is the time in ns since the first kvm_entry of the run.
+	AtNS int64 `json:"at_ns"`
+	// FirstUserExitNS is the first user-PC exit (-1 if none was seen).
+	FirstUserExitNS int64 `json:"first_user_exit_ns"`
+}
+
+// GuestCode is where in the guest the exits came from.
+type GuestCode struct {
+	// Symbols is the symbol file used ("" without --guest-symbols: the
+	// functions are raw PCs).
+	Symbols string `json:"symbols,omitempty"`
+	// KASLROffset is what mvm added to the file's addresses, and
+	// KASLRFrom how it found it.
+	KASLROffset string `json:"kaslr_offset,omitempty"`
+	KASLRFrom   string `json:"kaslr_from,omitempty"`
+	// Note says what could not be done (e.g. no VBAR_EL1 to find the
+	// KASLR offset with).
+	Note    string            `json:"note,omitempty"`
+	Reasons []GuestCodeReason `json:"reasons"`
+}
+
+// GuestCodeReason lists the guest functions (or PCs) one reason's exits
+// came from, most frequent first.
+type GuestCodeReason struct {
+	Reason    string      `json:"reason"`
+	Functions []GuestFunc `json:"functions"`
+	// Other counts the exits of PCs past the bound on distinct PCs or
+	// below the listed top.
+	Other uint64 `json:"other,omitempty"`
+}
+
+// GuestFunc is one function ("el0_svc_common+0x8c" style names are
+// folded to the function: "el0_svc_common") or raw PC ("0xffff8000...").
+type GuestFunc struct {
+	Function string `json:"function"`
+	Samples  uint64 `json:"samples"`
+	// TopPC is the most frequent exit PC inside it, as symbol+0xoff.
+	TopPC string `json:"top_pc,omitempty"`
 }

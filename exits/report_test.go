@@ -122,14 +122,21 @@ func ExampleReport_WriteJSON() {
 	rec.Record(off, 9000*time.Nanosecond)
 
 	agg := tracepoint.NewAggregator(exits.Arm64Namer{})
+	agg.Configure(tracepoint.Layout{VCPUs: 1, Regions: []tracepoint.Region{{Name: "uart", Base: 0x900_0000, Size: 0x1000}}})
 	agg.SetVCPU(4242, 0) // the vCPU thread's TID
+	fault := func(t, ipa uint64) tracepoint.Event {
+		return tracepoint.Event{Kind: tracepoint.EventDetail, TID: 4242, Time: t, Detail: tracepoint.DetailFault, Val: ipa}
+	}
 	agg.Add([]tracepoint.Event{
 		{Kind: tracepoint.EventEntry, TID: 4242, Time: 1000},
-		{Kind: tracepoint.EventExit, TID: 4242, Time: 5000, Code: exits.Arm64ExceptionTrap, Sub: 0x24},
+		{Kind: tracepoint.EventExit, TID: 4242, Time: 5000, Code: exits.Arm64ExceptionTrap, Sub: 0x24, PC: 0xffff800080001234},
+		fault(5100, 0x900_0000),
 		{Kind: tracepoint.EventEntry, TID: 4242, Time: 5600},
-		{Kind: tracepoint.EventExit, TID: 4242, Time: 6600, Code: exits.Arm64ExceptionTrap, Sub: 0x24},
+		{Kind: tracepoint.EventExit, TID: 4242, Time: 6600, Code: exits.Arm64ExceptionTrap, Sub: 0x24, PC: 0xffff800080001234},
+		fault(6700, 0x900_0005),
 		{Kind: tracepoint.EventEntry, TID: 4242, Time: 7000},
 	})
+	agg.Flush()
 
 	exitsDesc := kvmstat.StatDesc{Name: "exits", Size: 1}
 	stats := kvmstat.Rows("0", []kvmstat.StatDelta{{Desc: exitsDesc, Values: []uint64{2}, After: []uint64{17}}})
@@ -137,7 +144,7 @@ func ExampleReport_WriteJSON() {
 	rep := &exits.Report{DurationNS: 20000}
 	userspace.AddTo(rep, []userspace.RecorderSnapshot{rec.Snapshot()})
 	kvmstat.AddTo(rep, stats)
-	tracepoint.AddTo(rep, exits.Arm64Namer{}, agg.Snapshot())
+	tracepoint.AddTo(rep, exits.Arm64Namer{}, agg.Snapshot(), agg.Details())
 	if err := rep.WriteJSON(os.Stdout); err != nil {
 		fmt.Println(err)
 	}
@@ -252,7 +259,15 @@ func ExampleReport_WriteJSON() {
 	//       "handle_min_ns": 400,
 	//       "handle_max_ns": 600,
 	//       "guest_ns": 5000,
-	//       "guest_count": 2
+	//       "guest_count": 2,
+	//       "breakdown": [
+	//         {
+	//           "key": "uart",
+	//           "samples": 2,
+	//           "time_ns": 5000,
+	//           "handle_ns": 1000
+	//         }
+	//       ]
 	//     },
 	//     {
 	//       "source": "tracepoint",
@@ -270,7 +285,53 @@ func ExampleReport_WriteJSON() {
 	//       "handle_min_ns": 400,
 	//       "handle_max_ns": 600,
 	//       "guest_ns": 5000,
-	//       "guest_count": 2
+	//       "guest_count": 2,
+	//       "percentiles": {
+	//         "guest": {
+	//           "p50": 1008,
+	//           "p90": 4000,
+	//           "p99": 4000,
+	//           "max": 4000
+	//         },
+	//         "handle": {
+	//           "p50": 408,
+	//           "p90": 592,
+	//           "p99": 592,
+	//           "max": 600
+	//         }
+	//       },
+	//       "breakdown": [
+	//         {
+	//           "key": "uart",
+	//           "samples": 2,
+	//           "time_ns": 5000,
+	//           "handle_ns": 1000,
+	//           "percentiles": {
+	//             "guest": {
+	//               "p50": 1008,
+	//               "p90": 4000,
+	//               "p99": 4000,
+	//               "max": 4000
+	//             },
+	//             "handle": {
+	//               "p50": 408,
+	//               "p90": 592,
+	//               "p99": 592,
+	//               "max": 600
+	//             }
+	//           },
+	//           "addresses": [
+	//             {
+	//               "addr": "0x9000000",
+	//               "samples": 1
+	//             },
+	//             {
+	//               "addr": "0x9000005",
+	//               "samples": 1
+	//             }
+	//           ]
+	//         }
+	//       ]
 	//     }
 	//   ],
 	//   "kvm_stats": [
@@ -285,6 +346,21 @@ func ExampleReport_WriteJSON() {
 	//       "delta": 2,
 	//       "value": 17,
 	//       "pretty": "2"
+	//     }
+	//   ],
+	//   "by_phase": [
+	//     {
+	//       "phase": "kernel_to_user",
+	//       "start_ns": 0,
+	//       "end_ns": -1,
+	//       "rows": [
+	//         {
+	//           "reason": "DABT_LOW",
+	//           "samples": 2,
+	//           "time_ns": 5000,
+	//           "handle_ns": 1000
+	//         }
+	//       ]
 	//     }
 	//   ]
 	// }

@@ -15,6 +15,7 @@ import (
 // name=value parameters to init's environment):
 //
 //	mvm.delay_ms=N   sleep N ms before the userspace marker (A/B tests)
+//	mvm.nomarker=1   write no userspace marker (as an ordinary initramfs)
 //	mvm.root=DEV     after loading the modules, mount DEV (ext4, read-only)
 //	                 and switch_root to its /sbin/init
 //	mvm.cmd=...      not supported: use the script file /mvm-cmd if present
@@ -29,7 +30,9 @@ mount -t devtmpfs dev /dev 2>/dev/null
 delay=$(sed -n 's/.*mvm.delay_ms=\([0-9]*\).*/\1/p' /proc/cmdline)
 if [ -n "$delay" ]; then usleep $((delay * 1000)); fi
 # Userspace reached: code 0x41 to mvm's boot-marker device.
-devmem 0x09010000 8 0x41 2>/dev/null || echo "mvm-guest: boot marker write failed"
+if ! grep -q 'mvm.nomarker=1' /proc/cmdline; then
+  devmem 0x09010000 8 0x41 2>/dev/null || echo "mvm-guest: boot marker write failed"
+fi
 if [ -f /lib/modules/mvm/order ]; then
 	for m in $(cat /lib/modules/mvm/order); do
 		insmod /lib/modules/mvm/$m || echo "mvm-guest: insmod $m failed"

@@ -25,13 +25,14 @@ const (
 	cntVersion = 2
 	cntWFI     = 1
 	cntSysreg  = 4
+	cntSGI     = 2
 	cntCPUs    = 2
 )
 
 // countsCPU is one "cpu K ..." line of the payload: what that vCPU did, as
 // it counted it.
 type countsCPU struct {
-	iters, marker, version, wfi, early, sysreg, gic, badiar, late uint64
+	iters, marker, version, wfi, early, sysreg, gicd, gicr, badiar, late, sgi uint64
 }
 
 // countsOutput is the payload's console output, parsed.
@@ -46,7 +47,7 @@ type countsOutput struct {
 
 var (
 	reCountsReps = regexp.MustCompile(`^counts reps (\d+)$`)
-	reCountsCPU  = regexp.MustCompile(`^cpu (\d+) iters (\d+) marker (\d+) version (\d+) wfi (\d+) early (\d+) sysreg (\d+) gic (\d+) badiar (\d+) late (\d+)$`)
+	reCountsCPU  = regexp.MustCompile(`^cpu (\d+) iters (\d+) marker (\d+) version (\d+) wfi (\d+) early (\d+) sysreg (\d+) gicd (\d+) gicr (\d+) badiar (\d+) late (\d+) sgi (\d+)$`)
 	reCountsAff  = regexp.MustCompile(`^affinity polls (\d+)$`)
 )
 
@@ -64,11 +65,11 @@ func parseCounts(t *testing.T, stdout string) countsOutput {
 		if m := reCountsReps.FindStringSubmatch(l); m != nil {
 			o.reps = num(m[1])
 		} else if m := reCountsCPU.FindStringSubmatch(l); m != nil {
-			var v [10]uint64
+			var v [12]uint64
 			for i := range v {
 				v[i] = num(m[i+1])
 			}
-			o.cpu[int(v[0])] = countsCPU{v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}
+			o.cpu[int(v[0])] = countsCPU{v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]}
 		} else if m := reCountsAff.FindStringSubmatch(l); m != nil {
 			o.affPolls = num(m[1])
 		} else if l == "counts done" {
@@ -249,7 +250,7 @@ func (r *countsRun) checkAbsolute(t *testing.T, reps uint64) {
 		}
 		it := uint64(k+1) * reps
 		if c.iters != it || c.marker != cntMarker*it || c.version != cntVersion*it ||
-			c.sysreg != cntSysreg*it || c.wfi != cntWFI*it+c.early || c.badiar != 0 {
+			c.sysreg != cntSysreg*it || c.sgi != cntSGI*it || c.wfi != cntWFI*it+c.early || c.badiar != 0 {
 			t.Errorf("%s: vCPU %d did not do the work it should: %+v", r.name, k, c)
 		}
 		if c.early > 0 || c.late > 0 {
@@ -324,21 +325,21 @@ func (r *countsRun) checkAbsolute(t *testing.T, reps uint64) {
 		eq("kvm_stats wfi_exit_stat", r.stat(t, k, "wfi_exit_stat"), c.wfi)
 		eq("kvm_stats wfe_exit_stat", r.stat(t, k, "wfe_exit_stat"), 0)
 
-		// SYS64: the ID register reads trap (HCR_EL2.TID3). The payload's
-		// other system register accesses do not reach KVM's exit
-		// handler: ICC_* go to the virtual CPU interface (and when a
-		// host traps them, KVM emulates them in the world switch without
-		// a kvm_exit), the virtual timer and counter are the guest's own
-		// on a VHE host without counter errata, and VBAR/ESR/ELR_EL1 are
-		// not trapped while HCR_EL2.TVM is clear.
-		eq("tracepoint SYS64", r.tp(k, "SYS64"), c.sysreg)
+		// SYS64: the ID register reads trap (HCR_EL2.TID3), and so do the
+		// ICC_SGI1R_EL1 writes (HCR_EL2.IMO: SGI generation is not
+		// virtualized by GICv3). The payload's other system register
+		// accesses do not reach KVM's exit handler: the other ICC_* go to
+		// the virtual CPU interface, the virtual timer and counter are
+		// the guest's own on a VHE host without counter errata, and
+		// VBAR/ESR/ELR_EL1 are not trapped while HCR_EL2.TVM is clear.
+		eq("tracepoint SYS64", r.tp(k, "SYS64"), c.sysreg+c.sgi)
 
 		// MMIO: a KVM_EXIT_MMIO is mmio_exit_user, a GIC access handled
 		// in the kernel (vGIC distributor/redistributor) mmio_exit_kernel
 		// (io_mem_abort counts both).
 		eq("kvm_stats mmio_exit_user", r.stat(t, k, "mmio_exit_user"), c.marker+r.uart(k))
 		eq("kvm_stats mmio_exit_user vs userspace MMIO/*", r.stat(t, k, "mmio_exit_user"), r.sum(exits.SourceUserspace, k, "MMIO/"))
-		eq("kvm_stats mmio_exit_kernel", r.stat(t, k, "mmio_exit_kernel"), c.gic)
+		eq("kvm_stats mmio_exit_kernel", r.stat(t, k, "mmio_exit_kernel"), c.gicd+c.gicr)
 
 		// DABT_LOW: every MMIO access above is a data abort from EL1, and
 		// so is a stage-2 fault on RAM, which no MMIO stat counts. vCPU 0
@@ -362,6 +363,126 @@ func (r *countsRun) checkAbsolute(t *testing.T, reps uint64) {
 	}
 }
 
+// breakdown is a tracepoint reason's breakdown rows of one vCPU by key
+// ("total" for vcpu -1).
+func (r *countsRun) breakdown(vcpu int, reason string) map[string]uint64 {
+	label := strconv.Itoa(vcpu)
+	if vcpu < 0 {
+		label = exits.TotalVCPU
+	}
+	out := map[string]uint64{}
+	for _, row := range r.rep.Rows {
+		if row.Source == exits.SourceTracepoint && row.VCPU == label && row.Reason == reason {
+			for _, b := range row.Breakdown {
+				out[b.Key] += b.Samples
+			}
+		}
+	}
+	return out
+}
+
+// checkBreakdown asserts the breakdown below the exception class: every
+// reason's rows add up to it, and the payload's known work shows under its
+// register, device, PSCI function and WFI.
+func (r *countsRun) checkBreakdown(t *testing.T) {
+	t.Helper()
+	for _, row := range r.rep.Rows {
+		if row.Source != exits.SourceTracepoint || len(row.Breakdown) == 0 {
+			continue
+		}
+		var n uint64
+		for _, b := range row.Breakdown {
+			n += b.Samples
+		}
+		if n != row.Count {
+			t.Errorf("%s: vCPU %s %s: breakdown rows add up to %d, the reason has %d: %+v", r.name, row.VCPU, row.Reason, n, row.Count, row.Breakdown)
+		}
+		if row.VCPU == exits.TotalVCPU {
+			p := row.Percentiles
+			if p == nil {
+				t.Errorf("%s: total %s has no percentiles", r.name, row.Reason)
+				continue
+			}
+			for _, l := range []exits.Percentiles{p.Guest, p.Handle} {
+				if l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.Max {
+					t.Errorf("%s: %s percentiles out of order: %+v", r.name, row.Reason, l)
+				}
+			}
+			if p.Guest.Max != row.TimeMaxNS || p.Handle.Max != row.HandleMaxNS {
+				t.Errorf("%s: %s percentile maxima %d/%d, row maxima %d/%d", r.name, row.Reason, p.Guest.Max, p.Handle.Max, row.TimeMaxNS, row.HandleMaxNS)
+			}
+		}
+	}
+	for _, reason := range []string{"SYS64", "DABT_LOW", "HVC64", "WFx"} {
+		for k := 0; k < cntCPUs; k++ {
+			if r.tp(k, reason) > 0 && len(r.breakdown(k, reason)) == 0 {
+				t.Errorf("%s: vCPU %d: %s has no breakdown", r.name, k, reason)
+			}
+		}
+	}
+	for k := 0; k < cntCPUs; k++ {
+		c := r.out.cpu[k]
+		eq := func(what string, got, want uint64) {
+			t.Helper()
+			if got != want {
+				t.Errorf("%s: vCPU %d: %s = %d, want %d", r.name, k, what, got, want)
+			}
+		}
+		sys := r.breakdown(k, "SYS64")
+		eq("SYS64 ID_AA64MMFR0_EL1 read", sys["ID_AA64MMFR0_EL1 read"], c.sysreg)
+		eq("SYS64 ICC_SGI1R_EL1 write", sys["ICC_SGI1R_EL1 write"], c.sgi)
+		eq("SYS64 breakdown keys", uint64(len(sys)), 2)
+
+		dabt := r.breakdown(k, "DABT_LOW")
+		eq("DABT_LOW gicd", dabt["gicd"], c.gicd)
+		eq("DABT_LOW gicr", dabt["gicr"], c.gicr)
+		eq("DABT_LOW marker", dabt["marker"], c.marker)
+		eq("DABT_LOW uart", dabt["uart"], r.uart(k))
+		eq("DABT_LOW unmapped", dabt["unmapped"], 0)
+		eq("DABT_LOW unknown", dabt["unknown"], 0)
+		if k == 1 {
+			eq("DABT_LOW ram (vCPU 1 touches pages vCPU 0 mapped)", dabt["ram"], 0)
+		}
+
+		hvc := r.breakdown(k, "HVC64")
+		eq("HVC64 PSCI_VERSION", hvc["PSCI_VERSION"], c.version)
+		if k == 0 {
+			eq("HVC64 CPU_ON", hvc["CPU_ON"], 1)
+			eq("HVC64 AFFINITY_INFO", hvc["AFFINITY_INFO"], r.out.affPolls)
+			eq("HVC64 SYSTEM_OFF", hvc["SYSTEM_OFF"], 1)
+			eq("HVC64 breakdown keys", uint64(len(hvc)), 4)
+		} else {
+			eq("HVC64 CPU_OFF", hvc["CPU_OFF"], 1)
+			eq("HVC64 breakdown keys", uint64(len(hvc)), 2)
+		}
+
+		wfx := r.breakdown(k, "WFx")
+		eq("WFx WFI", wfx["WFI"], c.wfi)
+		eq("WFx WFE", wfx["WFE"], 0)
+	}
+	// The phases split the same totals: boot_to_smp ends at vCPU 0's
+	// CPU_ON, secondaries when vCPU 1 first enters the guest.
+	perPhase := map[string]uint64{}
+	names := map[string]bool{}
+	for _, ph := range r.rep.ByPhase {
+		names[ph.Phase] = true
+		for _, row := range ph.Rows {
+			perPhase[row.Reason] += row.Samples
+		}
+	}
+	for _, row := range r.rep.Rows {
+		if row.Source == exits.SourceTracepoint && row.VCPU == exits.TotalVCPU && perPhase[row.Reason] != row.Count {
+			t.Errorf("%s: %s: phases hold %d exits, the total %d", r.name, row.Reason, perPhase[row.Reason], row.Count)
+		}
+	}
+	if !names["boot_to_smp"] || !names["kernel_to_user"] {
+		t.Errorf("%s: phases %v, want boot_to_smp and kernel_to_user", r.name, names)
+	}
+	if r.rep.Userspace != nil {
+		t.Errorf("%s: a bare-metal payload has no userspace, the report says %+v", r.name, r.rep.Userspace)
+	}
+}
+
 // checkDifference compares two runs of the same image that differ only in
 // REPS: whatever they share (boot, GIC setup, stage-2 faults, the fixed
 // PSCI calls) cancels, so each vCPU's difference must be exactly the extra
@@ -379,7 +500,7 @@ func checkDifference(t *testing.T, a, b *countsRun) {
 		}
 		dWFI := cntWFI*dIters + cb.early - ca.early
 		dUser := cntMarker*dIters + b.uart(k) - a.uart(k)
-		dDABT := dUser + cb.gic - ca.gic
+		dDABT := dUser + cb.gicd + cb.gicr - ca.gicd - ca.gicr
 		diff := func(what string, ga, gb, want uint64) {
 			t.Helper()
 			if got := int64(gb - ga); got != int64(want) {
@@ -389,7 +510,7 @@ func checkDifference(t *testing.T, a, b *countsRun) {
 		diff("tracepoint DABT_LOW", a.tp(k, "DABT_LOW"), b.tp(k, "DABT_LOW"), dDABT)
 		diff("tracepoint HVC64", a.tp(k, "HVC64"), b.tp(k, "HVC64"), dHVC)
 		diff("tracepoint WFx", a.tp(k, "WFx"), b.tp(k, "WFx"), dWFI)
-		diff("tracepoint SYS64", a.tp(k, "SYS64"), b.tp(k, "SYS64"), cntSysreg*dIters)
+		diff("tracepoint SYS64", a.tp(k, "SYS64"), b.tp(k, "SYS64"), (cntSysreg+cntSGI)*dIters)
 		diff("kvm_stats mmio_exit_user", a.stat(t, k, "mmio_exit_user"), b.stat(t, k, "mmio_exit_user"), dUser)
 		diff("kvm_stats hvc_exit_stat", a.stat(t, k, "hvc_exit_stat"), b.stat(t, k, "hvc_exit_stat"), dHVC)
 		diff("kvm_stats wfi_exit_stat", a.stat(t, k, "wfi_exit_stat"), b.stat(t, k, "wfi_exit_stat"), dWFI)
@@ -414,12 +535,15 @@ func TestProfileCounts(t *testing.T) {
 	a := runCounts(t, 10)
 	a.logNumbers(t)
 	a.checkAbsolute(t, 10)
+	a.checkBreakdown(t)
 	b := runCounts(t, 20)
 	b.logNumbers(t)
 	b.checkAbsolute(t, 20)
+	b.checkBreakdown(t)
 	checkDifference(t, a, b)
 
 	k := runCounts(t, 10, "--psci", "kernel")
 	k.logNumbers(t)
 	k.checkAbsolute(t, 10)
+	k.checkBreakdown(t)
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/symbols"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -96,11 +98,18 @@ func (p profileJSON) stat(vcpu, name string) (uint64, bool) {
 // equal the stats fd's wfi+wfe, hvc_exit_stat and exits. Both count the
 // same thing — each return from the guest to KVM — from two independent
 // kernel interfaces.
+//
+// The same boot checks the guest-code view: with the lab kernel's own
+// /proc/kallsyms as --guest-symbols (the nested guest boots the same
+// Image, at another KASLR offset, which mvm finds from VBAR_EL1), every
+// function the report names exists in that symbol table and the WFI exits
+// come from the idle loop.
 func TestProfileSourcesAgree(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "profile.json")
+	syms := labKallsyms(t)
 	r := mvm(t, 4*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", testInitrd(t),
 		"--cpus", "4", "--append", "quiet", "--console", "none",
-		"--profile", "--profile-format", "json", "--profile-out", out)
+		"--profile", "--profile-format", "json", "--profile-out", out, "--guest-symbols", syms)
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
 	}
@@ -138,6 +147,169 @@ func TestProfileSourcesAgree(t *testing.T) {
 	if n := p.count("userspace", "total", "HYPERCALL/CPU_ON"); n != 3 {
 		t.Errorf("userspace CPU_ON calls %d, want 3", n)
 	}
+	rep := readReport(t, out)
+	checkLinuxBreakdown(t, rep)
+	checkGuestCode(t, rep, syms)
+	if u := rep.Userspace; u == nil || u.Source != "marker" || u.FirstUserExitNS < 0 || u.FirstUserExitNS > u.AtNS {
+		// The marker is a store by init (devmem), itself an exit from a
+		// user address, so the first user exit comes no later.
+		t.Errorf("userspace start %+v, want the marker, with a first user exit at or before it", u)
+	}
+}
+
+// readReport decodes mvm's profile JSON as the exported report type.
+func readReport(t *testing.T, path string) *exits.Report {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := exits.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// labKallsyms copies this (lab) kernel's /proc/kallsyms, with real
+// addresses (root and kernel.kptr_restrict=0), into a file.
+func labKallsyms(t *testing.T) string {
+	t.Helper()
+	if err := os.WriteFile("/proc/sys/kernel/kptr_restrict", []byte("0\n"), 0o644); err != nil {
+		t.Logf("kptr_restrict: %v", err)
+	}
+	data, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(string(data), "0000000000000000") {
+		t.Fatal("/proc/kallsyms shows no addresses (not root, or kptr_restrict)")
+	}
+	p := filepath.Join(t.TempDir(), "kallsyms")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkLinuxBreakdown: every broken-down reason of a Linux boot adds up,
+// and the rows a Linux guest must have are there.
+func checkLinuxBreakdown(t *testing.T, rep *exits.Report) {
+	t.Helper()
+	keys := map[string]map[string]uint64{}
+	for _, row := range rep.RowsOf(exits.SourceTracepoint, exits.TotalVCPU) {
+		if len(row.Breakdown) == 0 {
+			continue
+		}
+		var n uint64
+		m := map[string]uint64{}
+		var top []string
+		for _, b := range row.Breakdown {
+			n += b.Samples
+			m[b.Key] = b.Samples
+			if len(top) < 6 {
+				top = append(top, fmt.Sprintf("%s %d", b.Key, b.Samples))
+			}
+		}
+		keys[row.Reason] = m
+		t.Logf("%s %d: %s", row.Reason, row.Count, strings.Join(top, ", "))
+		if n != row.Count {
+			t.Errorf("%s: breakdown adds up to %d, the reason has %d", row.Reason, n, row.Count)
+		}
+	}
+	// Linux brings up secondaries with PSCI CPU_ON, idles in WFI and
+	// sends IPIs through ICC_SGI1R_EL1; its GIC driver programs the
+	// distributor and the redistributors.
+	for _, c := range []struct{ reason, key string }{
+		{"HVC64", "CPU_ON"}, {"WFx", "WFI"}, {"SYS64", "ICC_SGI1R_EL1 write"}, {"DABT_LOW", "gicd"}, {"DABT_LOW", "gicr"},
+	} {
+		if keys[c.reason][c.key] == 0 {
+			t.Errorf("%s has no %q row: %v", c.reason, c.key, keys[c.reason])
+		}
+	}
+	if n := keys["HVC64"]["CPU_ON"]; n != 3 {
+		t.Errorf("HVC64 CPU_ON %d, want 3", n)
+	}
+	var phases []string
+	for _, ph := range rep.ByPhase {
+		phases = append(phases, ph.Phase)
+	}
+	if want := "boot_to_smp secondaries kernel_to_user after_userspace"; strings.Join(phases, " ") != want {
+		t.Errorf("phases %v, want %s", phases, want)
+	}
+}
+
+// checkGuestCode: the functions the report names are the symbol file's.
+func checkGuestCode(t *testing.T, rep *exits.Report, syms string) {
+	t.Helper()
+	g := rep.GuestCode
+	if g == nil || len(g.Reasons) == 0 {
+		t.Fatal("no guest_code in the report")
+	}
+	if g.KASLROffset == "" || g.Note != "" {
+		t.Errorf("KASLR offset %q (%s), note %q", g.KASLROffset, g.KASLRFrom, g.Note)
+	}
+	tab, err := symbols.Open(syms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gr := range g.Reasons {
+		var names []string
+		for _, f := range gr.Functions {
+			names = append(names, fmt.Sprintf("%s %d", f.Function, f.Samples))
+			if f.Function == symbols.UserCode || f.Function == symbols.NoSymbol {
+				continue
+			}
+			if !tab.Has(f.Function) {
+				t.Errorf("%s: function %q is not in the kernel's symbol table", gr.Reason, f.Function)
+			}
+		}
+		t.Logf("guest code %s: %s", gr.Reason, strings.Join(names, ", "))
+		if gr.Reason == "WFx" && (len(gr.Functions) == 0 || !strings.Contains(gr.Functions[0].Function, "idle")) {
+			t.Errorf("WFx exits do not come from the idle loop: %+v", gr.Functions)
+		}
+	}
+}
+
+// TestProfileUserspaceWithoutMarker boots Linux whose init writes no boot
+// marker (as an ordinary initramfs): kernel_to_user still ends, at the
+// first exit from a user address, and the result says so.
+func TestProfileUserspaceWithoutMarker(t *testing.T) {
+	dir := t.TempDir()
+	out, res := filepath.Join(dir, "profile.json"), filepath.Join(dir, "result.json")
+	r := mvm(t, 4*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", testInitrd(t),
+		"--cpus", "1", "--append", "quiet mvm.nomarker=1", "--console", "none",
+		"--profile", "--profile-format", "json", "--profile-out", out, "--result-json", res)
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	if u := rep.Userspace; u == nil || u.Source != "first_user_exit" || u.AtNS <= 0 || u.AtNS != u.FirstUserExitNS {
+		t.Errorf("userspace start %+v, want the first user exit", u)
+	}
+	data, err := os.ReadFile(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		PhasesNS      map[string]int64 `json:"phases_ns"`
+		UserspaceFrom string           `json:"userspace_from"`
+		Marks         []struct {
+			Code int `json:"code"`
+		} `json:"marks"`
+	}
+	if err := json.Unmarshal(data, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Marks) != 0 {
+		t.Errorf("the guest wrote markers %+v", sum.Marks)
+	}
+	k2u, ok := sum.PhasesNS["kernel_to_user"]
+	if !ok || k2u <= 0 || k2u >= sum.PhasesNS["total"] || sum.UserspaceFrom != "first_user_exit" {
+		t.Errorf("kernel_to_user %d (present %v) of total %d, from %q", k2u, ok, sum.PhasesNS["total"], sum.UserspaceFrom)
+	}
+	t.Logf("kernel_to_user %.3fs from the first user exit, total %.3fs", float64(k2u)/1e9, float64(sum.PhasesNS["total"])/1e9)
 }
 
 // TestProfileWithoutTracepointPrivilege: an unprivileged user (who may use
@@ -249,8 +421,16 @@ loop:
 	if sumMetric(last, "mvm_vcpu_first_entry_seconds", nil) == 0 {
 		t.Errorf("no bring-up timeline in the metrics")
 	}
-	if _, ok := last["mvm_kvm_stat"]; !ok {
-		t.Errorf("no KVM stats in the metrics")
+	// KVM stats as families of their own kind and unit.
+	if f, ok := last["mvm_kvm_exits_total"]; !ok || f.GetType() != dto.MetricType_COUNTER {
+		t.Errorf("no mvm_kvm_exits_total counter in the metrics")
+	}
+	if f, ok := last["mvm_kvm_halt_wait_seconds_total"]; !ok || f.GetType() != dto.MetricType_COUNTER {
+		t.Errorf("no mvm_kvm_halt_wait_seconds_total counter in the metrics")
+	}
+	// The breakdown: the secondaries came up long before the last scrape.
+	if n := sumMetric(last, "mvm_exit_breakdown_total", map[string]string{"reason": "HVC64", "key": "CPU_ON"}); n != 3 {
+		t.Errorf("mvm_exit_breakdown_total{reason=HVC64,key=CPU_ON} = %v, want 3", n)
 	}
 }
 

@@ -139,13 +139,13 @@ func newBenchView(r *bench.Report, source string) benchView {
 	for _, p := range an.Phases {
 		v.Phases = append(v.Phases, newBenchPhase(r, p, colors))
 	}
-	diffs := bench.ProfileDiffs(r, an.Baseline, 8)
+	diffs := bench.ProfileDiffs(r, an.Baseline, an.Alpha, an.ProfileAll, 8)
 	maxCount := 0.0
 	for _, d := range diffs {
 		maxCount = math.Max(maxCount, math.Max(d.BaseCount, d.VarCount))
 	}
 	for _, d := range diffs {
-		row := diffRow{CPUs: d.CPUs, Variant: d.Variant, Source: d.Source, Reason: d.Reason,
+		row := diffRow{CPUs: d.CPUs, Variant: d.Variant, Source: d.Source, Reason: fmt.Sprintf("%s (p=%.3g)", d.Row(), d.P),
 			BaseCount: fmt.Sprintf("%.0f", d.BaseCount), VarCount: fmt.Sprintf("%.0f", d.VarCount), CountDelta: pctChange(d.BaseCount, d.VarCount),
 			BaseTime: ms(d.BaseNS), VarTime: ms(d.VarNS), TimeDelta: pctChange(d.BaseNS, d.VarNS), Color: colors[d.Variant]}
 		if maxCount > 0 {
@@ -154,7 +154,7 @@ func newBenchView(r *bench.Report, source string) benchView {
 		v.Diffs = append(v.Diffs, row)
 	}
 	if len(diffs) > 0 {
-		v.DiffNote = fmt.Sprintf("Mean per run over the runs with an exit profile (mvm bench --profile); the reasons whose count or time differ most from %s.", an.Baseline)
+		v.DiffNote = fmt.Sprintf("Median per run over the runs with an exit profile (mvm bench --profile); the rows (reasons, their breakdown, reasons per boot phase) whose count differs significantly from %s (Mann-Whitney U over the runs' counts, p < %g), most significant first.", an.Baseline, an.Alpha)
 	}
 	return v
 }

@@ -371,8 +371,8 @@ func TestBenchReportStructure(t *testing.T) {
 	if regressions != len(an.Regressions) || regressions == 0 {
 		t.Errorf("%d regressions marked, the analysis has %d (the synthetic B is 8%% slower: want some)", regressions, len(an.Regressions))
 	}
-	if diffs := byClass(doc, "tr", "diff"); len(diffs) != len(bench.ProfileDiffs(r, an.Baseline, 8)) {
-		t.Errorf("%d exit-profile difference rows, want %d", len(diffs), len(bench.ProfileDiffs(r, an.Baseline, 8)))
+	if diffs := byClass(doc, "tr", "diff"); len(diffs) != len(bench.ProfileDiffs(r, an.Baseline, an.Alpha, an.ProfileAll, 8)) {
+		t.Errorf("%d exit-profile difference rows, want %d", len(diffs), len(bench.ProfileDiffs(r, an.Baseline, an.Alpha, an.ProfileAll, 8)))
 	}
 	if !strings.Contains(text(doc), "slow <init>") || len(find(doc, func(e *html.Node) bool { return e.Data == "init" })) > 0 {
 		t.Error("the variant label is not shown as text")

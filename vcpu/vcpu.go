@@ -101,6 +101,8 @@ type VCPU struct {
 	parked  atomic.Bool
 	regs    atomic.Uint32
 	regsErr error
+	// vbar: VBAR_EL1 as the guest last left it (LastVBAR).
+	vbar atomic.Uint64
 
 	// ExitKey classifies the exit being handled for accounting: the
 	// Handler may set it while handling; Exited receives it as sub. The
@@ -251,6 +253,10 @@ func (v *VCPU) InitPMU(intid uint32) error {
 	return nil
 }
 
+// LastVBAR is the guest's VBAR_EL1 when it last left the guest (0 before
+// that, or if it was never set).
+func (v *VCPU) LastVBAR() uint64 { return v.vbar.Load() }
+
 // Reg reads a ONE_REG register.
 func (v *VCPU) Reg(id uint64) (uint64, error) { return kvm.GetOneReg(v.fd, id) }
 
@@ -296,6 +302,12 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 		h.Entering(v)
 		v.Entered = time.Now()
 		next, err := v.runGuest(stop, h)
+		// Where the guest kernel's exception vectors are, for the exit
+		// profile's KASLR offset; read here, on the vCPU's own thread,
+		// before a power-off reset clears it.
+		if vbar, verr := kvm.GetOneReg(v.fd, kvm.RegVBAREL1); verr == nil && vbar != 0 {
+			v.vbar.Store(vbar)
+		}
 		if err != nil || next == Halt {
 			return err
 		}

@@ -85,6 +85,15 @@ type Config struct {
 	// ProfileSources limits the profile to these sources (exits.Source*
 	// names); empty means every source the host allows.
 	ProfileSources []string
+	// ProfilePlain keeps the tracepoint profile to what perf kvm stat
+	// has (counts and times per reason): no breakdown below the
+	// exception class, percentiles, phases or guest code. For measuring
+	// what those cost.
+	ProfilePlain bool
+	// GuestSymbols is a System.map, /proc/kallsyms dump or vmlinux ELF
+	// of the guest kernel; the profile then names the guest functions
+	// the exits came from.
+	GuestSymbols string
 	// MetricsAddr, if set, serves Prometheus metrics (/metrics) on this
 	// HOST:PORT while the VM runs.
 	MetricsAddr string

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mvm-dev/mvm/devices"
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
 	"github.com/mvm-dev/mvm/exits/profile"
@@ -111,9 +112,36 @@ func (p *vmProfile) systemEventKey(typ uint32) int {
 
 // enable opens the profile's other sources (those in sources; all when
 // empty); what cannot be opened is reported with its reason, never fatal.
-func (p *vmProfile) enable(vmFd uintptr, vcpuFds []uintptr, tids []int, sources []string) {
-	p.sources = profile.Open(profile.Config{VMFd: vmFd, VCPUFds: vcpuFds, TIDs: tids, Sources: sources, Logger: p.log})
+func (p *vmProfile) enable(cfg profile.Config) {
+	cfg.Logger = p.log
+	p.sources = profile.Open(cfg)
 }
+
+// profileLayout names the guest-physical ranges for the DABT_LOW/IABT_LOW
+// breakdown: the in-kernel vGIC's distributor and redistributors, mvm's
+// own devices, RAM (stage-2 faults); anything else is "unmapped".
+func profileLayout(ncpu int, bus []devices.Range, ram []Region) tracepoint.Layout {
+	l := tracepoint.Layout{VCPUs: ncpu, Regions: []tracepoint.Region{
+		{Name: "gicd", Base: GICDistBase, Size: GICDistSize},
+		{Name: "gicr", Base: GICRedistBase, Size: uint64(ncpu) * GICRedistSize},
+	}}
+	for _, r := range bus {
+		l.Regions = append(l.Regions, tracepoint.Region{Name: r.Name, Base: r.Base, Size: r.Size})
+	}
+	for _, r := range ram {
+		l.Regions = append(l.Regions, tracepoint.Region{Name: "ram", Base: r.Base, Size: r.Size})
+		l.RAM = append(l.RAM, tracepoint.Region{Name: "ram", Base: r.Base, Size: r.Size})
+	}
+	return l
+}
+
+// markUserspace passes the guest's userspace marker to the tracepoint
+// phases.
+func (p *vmProfile) markUserspace() { p.sources.MarkUserspace() }
+
+// firstUserExit is when the first exit from a guest user address happened
+// (tracepoints only), for kernel_to_user without a marker.
+func (p *vmProfile) firstUserExit() (uint64, bool) { return p.sources.FirstUserExit() }
 
 // start takes the "before" numbers of the other sources.
 func (p *vmProfile) start() { p.sources.Start() }

@@ -37,6 +37,10 @@ func newMetricsServer(addr string, m *VM) (*metricsServer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("register exit metrics: %w", err)
 	}
+	if err := reg.Register(metrics.NewStatsCollector(m.prof.liveStats)); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("register KVM stats metrics: %w", err)
+	}
 	if err := reg.Register(newTimelineCollector(m)); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("register timeline metrics: %w", err)

@@ -100,12 +100,22 @@ type Timeline struct {
 	// UserspaceMark is the first write of code 0x41 (or Firecracker's 123)
 	// to the boot-marker device; Marks has every marker write.
 	UserspaceMark time.Time
+	// UserspaceFrom says where UserspaceMark came from: the marker
+	// (precise) or, without one, the first exit from a guest user address
+	// seen by the tracepoint profile (a late edge).
+	UserspaceFrom string
 	Marks         []devices.Mark
 	// ConsoleMarks holds, per console marker name, when a console line
 	// first matched it (ConsoleMarkSMP is built in).
 	ConsoleMarks map[string]time.Time
 	End          time.Time // VM exit
 }
+
+// Where Timeline.UserspaceMark came from.
+const (
+	UserspaceFromMarker        = "marker"
+	UserspaceFromFirstUserExit = "first_user_exit"
+)
 
 // CPUTimeline is one vCPU's bring-up. With PSCI in userspace a secondary's
 // CPU_ON path is timed step by step (docs/boot-phases.md, "The CPU_ON

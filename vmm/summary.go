@@ -31,6 +31,9 @@ type Summary struct {
 	Memory      MemorySummary    `json:"memory"`
 	Unmapped    uint64           `json:"unmapped_accesses"`
 	Virtio      uint64           `json:"virtio_problems"`
+	// UserspaceFrom says how kernel_to_user's end was found: "marker" or
+	// "first_user_exit" (docs/boot-phases.md).
+	UserspaceFrom string `json:"userspace_from,omitempty"`
 	// Profile is the exit profile (mvm run --profile), as its JSON.
 	Profile *exits.Report `json:"profile,omitempty"`
 	// ExitHeat is every vCPU's userspace exits in time buckets.
@@ -75,6 +78,8 @@ func (r Result) Summary() Summary {
 		Virtio:    r.VirtioProblems,
 		Profile:   r.Profile,
 		ExitHeat:  r.ExitHeat,
+
+		UserspaceFrom: t.UserspaceFrom,
 	}
 	if r.Config.Kernel != "" {
 		c := r.Config

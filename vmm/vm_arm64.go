@@ -18,6 +18,8 @@ import (
 	hkvm "github.com/c35s/hype/kvm"
 
 	"github.com/mvm-dev/mvm/devices"
+	"github.com/mvm-dev/mvm/exits/profile"
+	"github.com/mvm-dev/mvm/exits/symbols"
 	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/psci"
 	"github.com/mvm-dev/mvm/vcpu"
@@ -166,6 +168,17 @@ func (m *VM) build() error {
 	return m.load()
 }
 
+// guestVBAR is the boot vCPU's VBAR_EL1 as it last left the guest (any
+// vCPU's if the boot vCPU never set one).
+func (m *VM) guestVBAR() uint64 {
+	for _, t := range m.cpus {
+		if v := t.v.LastVBAR(); v != 0 {
+			return v
+		}
+	}
+	return 0
+}
+
 // setupProfile creates the exit recorders, opens the profiling sources when
 // asked, and binds the metrics listener (so a bad address fails early).
 func (m *VM) setupProfile() error {
@@ -186,7 +199,18 @@ func (m *VM) setupProfile() error {
 			fds = append(fds, t.v.Fd())
 			tids = append(tids, t.v.TID())
 		}
-		p.enable(m.vm.Fd(), fds, tids, m.cfg.ProfileSources)
+		pc := profile.Config{VMFd: m.vm.Fd(), VCPUFds: fds, TIDs: tids, Sources: m.cfg.ProfileSources,
+			Layout:      profileLayout(len(m.cpus), m.bus.Ranges(), RAMRegions(m.cfg.Memory)),
+			NoBreakdown: m.cfg.ProfilePlain,
+			VBAR:        m.guestVBAR}
+		if m.cfg.GuestSymbols != "" {
+			tab, err := symbols.Open(m.cfg.GuestSymbols)
+			if err != nil {
+				return fmt.Errorf("--guest-symbols: %w", err)
+			}
+			pc.Symbols, pc.SymbolsFile = tab, m.cfg.GuestSymbols
+		}
+		p.enable(pc)
 	}
 	if m.cfg.MetricsAddr != "" {
 		if m.metrics, err = newMetricsServer(m.cfg.MetricsAddr, m); err != nil {
@@ -358,6 +382,7 @@ func (m *VM) createDevices() error {
 			m.timeline.UserspaceMark = at
 		}
 		m.mu.Unlock()
+		m.prof.markUserspace()
 	})
 	// The PL031's line is level-triggered: KVM_IRQ_LINE follows it.
 	m.rtc = devices.NewPL031(devices.HostClock{}, func(level bool) {
@@ -458,6 +483,18 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res.Memory = m.memoryUse()
 	res.Profile = m.prof.finish()
 	m.mu.Lock()
+	if at, ok := m.prof.firstUserExit(); ok && m.timeline.UserspaceMark.IsZero() {
+		// No marker: the first exit from a user address (a late edge:
+		// userspace started at or before it), moved from the tracepoint
+		// clock (CLOCK_MONOTONIC) onto the timeline's.
+		now, mono := time.Now(), profile.MonotonicNS()
+		if at <= mono {
+			m.timeline.UserspaceMark = now.Add(-time.Duration(mono - at))
+			m.timeline.UserspaceFrom = UserspaceFromFirstUserExit
+		}
+	} else if !m.timeline.UserspaceMark.IsZero() {
+		m.timeline.UserspaceFrom = UserspaceFromMarker
+	}
 	m.timeline.End = end
 	res.Timeline = m.timeline
 	res.Timeline.CPUs = append([]CPUTimeline(nil), m.timeline.CPUs...)
@@ -584,6 +621,7 @@ func (m *VM) reboot() error {
 	m.mu.Lock()
 	m.timeline.FirstRun = time.Time{}
 	m.timeline.UserspaceMark = time.Time{}
+	m.timeline.UserspaceFrom = ""
 	m.timeline.CPUs = make([]CPUTimeline, len(m.cpus))
 	m.mu.Unlock()
 	return nil

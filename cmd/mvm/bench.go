@@ -56,6 +56,7 @@ type benchFlags struct {
 	alpha          float64
 	baseline       string
 	phases         string
+	profileAll     bool
 	verboseConsole bool
 	console        string
 	consoleDir     string
@@ -150,6 +151,7 @@ after printing what was measured so far.`,
 	fl.Float64Var(&f.failOn, "fail-on-regression", 0, "exit 1 when a phase is significantly slower than the baseline by more than `PCT` percent")
 	fl.Float64Var(&f.alpha, "alpha", 0.05, "significance level: a delta counts when its p-value is below it")
 	fl.StringVar(&f.baseline, "baseline", bench.BaselineName, "the variant the others are compared with")
+	fl.BoolVar(&f.profileAll, "profile-all", false, "with --profile: list every exit-profile row in the comparison, not only those that differ significantly")
 	fl.StringVar(&f.phases, "phases", "", "only these phases (comma-separated), in the output and the regression check")
 	fl.BoolVar(&f.verboseConsole, "verbose-console", false, "do not add 'quiet' to the kernel command line")
 	fl.StringVar(&f.console, "console", "none", "each run's guest console: none, or file:PATH (overwritten by every run)")
@@ -252,7 +254,7 @@ func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag) error {
 
 // options turns the analysis flags into bench.Options.
 func (f *benchFlags) options(fl *pflag.FlagSet) (bench.Options, error) {
-	opt := bench.Options{Alpha: f.alpha, Baseline: f.baseline}
+	opt := bench.Options{Alpha: f.alpha, Baseline: f.baseline, ProfileAll: f.profileAll}
 	if f.alpha <= 0 || f.alpha >= 1 {
 		return opt, usageError{fmt.Errorf("--alpha %v: use a level between 0 and 1, e.g. 0.05", f.alpha)}
 	}

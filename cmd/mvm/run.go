@@ -44,6 +44,8 @@ type runFlags struct {
 	profileOut       string
 	perVCPU          bool
 	profileSources   []string
+	profilePlain     bool
+	guestSymbols     string
 	metricsAddr      string
 	disks, nets      []string
 	rng              bool
@@ -71,6 +73,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.profileOut, "profile-out", "", "write the profile report to this file instead of stderr")
 	fl.BoolVar(&f.perVCPU, "per-vcpu", false, "profile tables per vCPU as well as the total")
 	fl.StringSliceVar(&f.profileSources, "profile-sources", nil, "limit --profile to these sources: userspace, kvm_stats, tracepoint (default: all the host allows; tracepoints cost the most)")
+	fl.BoolVar(&f.profilePlain, "profile-plain", false, "keep the tracepoint profile to perf kvm stat's reasons: no breakdown (system register, device, PSCI function, WFI/WFE), percentiles, boot phases or guest code (to measure what they cost)")
+	fl.StringVar(&f.guestSymbols, "guest-symbols", "", "guest kernel symbols (System.map, a /proc/kallsyms dump or a vmlinux ELF): the profile names the guest functions the exits came from")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while the VM runs")
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk PATH[,ro] on a raw image (repeatable: /dev/vda, /dev/vdb, ... in order); ro refuses guest writes")
 	fl.StringArrayVar(&f.nets, "net", nil, "virtio-net NIC tap=NAME[,mac=MAC] on an existing tap device (repeatable); default MAC derived from the tap name")
@@ -100,13 +104,14 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 		Kernel: f.kernel, Initrd: f.initrd, Cmdline: cmdline,
 		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset, PMU: f.pmu,
 		Start: start, Profile: f.profile, MetricsAddr: f.metricsAddr, ProfileSources: f.profileSources,
-		Seccomp: f.seccomp,
+		Seccomp:      f.seccomp,
+		ProfilePlain: f.profilePlain, GuestSymbols: f.guestSymbols,
 	}
 	if f.profileFormat != "table" && f.profileFormat != "json" {
 		return vmm.Config{}, usageError{fmt.Errorf("--profile-format %q: use table or json", f.profileFormat)}
 	}
-	if (f.profileOut != "" || f.perVCPU || len(f.profileSources) > 0) && !f.profile {
-		return vmm.Config{}, usageError{errors.New("--profile-out, --per-vcpu and --profile-sources need --profile")}
+	if (f.profileOut != "" || f.perVCPU || len(f.profileSources) > 0 || f.profilePlain || f.guestSymbols != "") && !f.profile {
+		return vmm.Config{}, usageError{errors.New("--profile-out, --per-vcpu, --profile-sources, --profile-plain and --guest-symbols need --profile")}
 	}
 	for _, src := range f.profileSources {
 		if src != exits.SourceUserspace && src != exits.SourceKVMStats && src != exits.SourceTracepoint {

@@ -563,7 +563,7 @@ func (r *run) report() *exits.Report {
 	r.addStats(rep)
 	switch {
 	case r.trace != nil:
-		tracepoint.AddTo(rep, r.trace.Namer(), r.trace.Aggregator().Snapshot())
+		tracepoint.AddTo(rep, r.trace.Namer(), r.trace.Aggregator().Snapshot(), r.trace.Aggregator().Details())
 		how := "kvm:kvm_entry and kvm:kvm_exit samples of every thread of the process (perf_event_open per thread)"
 		if r.cmd != nil {
 			how = "kvm:kvm_entry and kvm:kvm_exit samples of the command and every thread it created (perf_event_open, inherited, per CPU)"
@@ -594,7 +594,7 @@ func (r *run) report() *exits.Report {
 			rep.SetSource(exits.SourceTracepoint, "", err)
 			return rep
 		}
-		tracepoint.AddTo(rep, r.bpf.Namer(), vs)
+		tracepoint.AddTo(rep, r.bpf.Namer(), vs, nil)
 		rep.SetSource(exits.SourceTracepoint, how, nil)
 		return rep
 	}
@@ -602,7 +602,7 @@ func (r *run) report() *exits.Report {
 		rep.SetSource(SourceBPF, "", err)
 		return rep
 	}
-	for _, row := range tracepoint.Rows(r.bpf.Namer(), vs) {
+	for _, row := range tracepoint.Rows(r.bpf.Namer(), vs, nil) {
 		row.Source = SourceBPF
 		rep.Rows = append(rep.Rows, row)
 	}

@@ -4,7 +4,6 @@
 package metrics
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -26,7 +25,9 @@ type CollectorConfig struct {
 	// Trace is the tracepoint aggregate, when tracepoints are in use.
 	Trace *tracepoint.Aggregator
 	// KVMStats returns fresh KVM stats snapshots; it is called once per
-	// scrape. An error is reported as an invalid mvm_kvm_stat metric.
+	// scrape. Its metrics come from the StatsCollector (see
+	// NewStatsCollector), whose metric names depend on the kernel's
+	// descriptors.
 	KVMStats func() ([]kvmstat.Labeled, error)
 }
 
@@ -37,13 +38,17 @@ type CollectorConfig struct {
 //	mvm_exits_total{vcpu,source,reason}       counter
 //	mvm_exit_handle_seconds{vcpu,reason}      histogram (userspace exits)
 //	mvm_psci_calls_total{function}            counter (hypercall sub-keys)
-//	mvm_kvm_stat{vcpu,name}                   gauge, raw value of scalar stats
+//	mvm_exit_breakdown_total{reason,key}      counter (tracepoints, all vCPUs; the
+//	                                          top BreakdownTop keys per reason, the
+//	                                          rest as key="other")
 //	mvm_vcpu_state{vcpu,state}                gauge, 1 for the current state
+//
+// The KVM stats are exported by StatsCollector, one family per stat.
 type Collector struct {
 	mu  sync.Mutex
 	cfg CollectorConfig
 
-	exits, handle, psci, kvmStat, state *prometheus.Desc
+	exits, handle, psci, breakdown, state *prometheus.Desc
 }
 
 // NewCollector returns a collector reading from cfg.
@@ -59,9 +64,9 @@ func NewCollector(cfg CollectorConfig) *Collector {
 		psci: prometheus.NewDesc("mvm_psci_calls_total",
 			"PSCI/SMCCC calls forwarded to the VMM, by function, over all vCPUs.",
 			[]string{"function"}, nil),
-		kvmStat: prometheus.NewDesc("mvm_kvm_stat",
-			"KVM binary statistics (KVM_GET_STATS_FD), raw value in the unit the name says; vcpu=\"vm\" for the VM's own.",
-			[]string{"vcpu", "name"}, nil),
+		breakdown: prometheus.NewDesc("mvm_exit_breakdown_total",
+			"VM exits of all vCPUs below the exception class (kvm tracepoints): SYS64 by system register, DABT_LOW/IABT_LOW by device, HVC64/SMC64 by function, WFx by WFI/WFE; the top keys per reason, the rest as key=\"other\".",
+			[]string{"reason", "key"}, nil),
 		state: prometheus.NewDesc("mvm_vcpu_state",
 			"1 for the state the vCPU is in, 0 for the others.",
 			[]string{"vcpu", "state"}, nil),
@@ -84,7 +89,7 @@ func (c *Collector) SetTrace(a *tracepoint.Aggregator) {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.exits, c.handle, c.psci, c.kvmStat, c.state} {
+	for _, d := range []*prometheus.Desc{c.exits, c.handle, c.psci, c.breakdown, c.state} {
 		ch <- d
 	}
 }
@@ -129,45 +134,40 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	if cfg.Trace != nil {
-		for _, v := range cfg.Trace.Snapshot() {
+		snap := cfg.Trace.Snapshot()
+		for _, v := range snap {
 			vcpu := strconv.Itoa(v.VCPU)
 			for _, s := range v.Reasons {
 				c.send(ch, c.exits, prometheus.CounterValue, float64(s.Count), vcpu, exits.SourceTracepoint, s.Reason)
 			}
 		}
-	}
-
-	if cfg.KVMStats != nil {
-		c.collectStats(ch, cfg.KVMStats)
+		for _, s := range tracepoint.Total(snap).Reasons {
+			c.sendBreakdown(ch, s)
+		}
 	}
 }
 
-func (c *Collector) collectStats(ch chan<- prometheus.Metric, get func() ([]kvmstat.Labeled, error)) {
-	sets, err := get()
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.kvmStat, err)
-		return
-	}
-	slices.SortStableFunc(sets, func(a, b kvmstat.Labeled) int { return cmp.Compare(exits.VCPUOrder(a.VCPU), exits.VCPUOrder(b.VCPU)) })
-	seen := make(map[[2]string]bool)
-	for _, set := range sets {
-		if set.Snapshot == nil || set.Snapshot.Layout == nil {
+// BreakdownTop is how many breakdown keys per reason get a series of their
+// own; the rest add up in key="other", so a guest touching ever new
+// registers or devices cannot grow the label set.
+const BreakdownTop = 10
+
+// sendBreakdown exports a reason's breakdown rows (largest first) as top
+// keys plus "other". Keys are not stable across scrapes near the cut, but
+// every series only grows while it exists.
+func (c *Collector) sendBreakdown(ch chan<- prometheus.Metric, s tracepoint.ReasonStats) {
+	var other uint64
+	var hasOther bool
+	for i, b := range s.Breakdown {
+		if i < BreakdownTop && b.Key != "other" {
+			c.send(ch, c.breakdown, prometheus.CounterValue, float64(b.Count), s.Reason, b.Key)
 			continue
 		}
-		for i, d := range set.Snapshot.Layout.Descs {
-			vs := set.Snapshot.Values(i)
-			if d.IsHistogram() || len(vs) == 0 {
-				continue
-			}
-			// A duplicate (vcpu, name) pair would make the whole scrape
-			// fail; KVM never repeats a name, a corrupt file might.
-			key := [2]string{set.VCPU, d.Name}
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			c.send(ch, c.kvmStat, prometheus.GaugeValue, float64(vs[0]), set.VCPU, d.Name)
-		}
+		other += b.Count
+		hasOther = true
+	}
+	if hasOther {
+		c.send(ch, c.breakdown, prometheus.CounterValue, float64(other), s.Reason, "other")
 	}
 }
 

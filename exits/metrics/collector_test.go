@@ -119,31 +119,98 @@ mvm_vcpu_state{state="stopped",vcpu="1"} 0
 					}
 				}
 			}
-		case "mvm_kvm_stat":
-			got := map[string]float64{}
-			for _, m := range mf.GetMetric() {
-				got[labelOf(m.GetLabel(), "vcpu")+"/"+labelOf(m.GetLabel(), "name")] = m.GetGauge().GetValue()
-			}
-			if got["0/exits"] != 42 || got["0/io_exits"] != 7 || got["0/halt_wait_ns"] != 1000 || len(got) != 6 {
-				t.Errorf("kvm stats %v", got)
-			}
-			if _, ok := got["0/halt_wait_hist"]; ok {
-				t.Error("histogram stat exported as a gauge")
-			}
+		}
+	}
+	_ = reads
+}
+
+func TestStatsCollector(t *testing.T) {
+	reads := 0
+	stats := func() ([]kvmstat.Labeled, error) {
+		reads++
+		snap, err := vcpuStats(42, 7, 1500, []uint64{1, 2})
+		// The same snapshot twice under one label: exported once.
+		return []kvmstat.Labeled{{VCPU: "0", Snapshot: snap}, {VCPU: "0", Snapshot: snap}, {VCPU: "vm"}}, err
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewStatsCollector(stats))
+	want := `
+# HELP mvm_kvm_exits_total KVM binary statistic exits (cumulative, none), KVM_GET_STATS_FD; vcpu="vm" for the VM's own.
+# TYPE mvm_kvm_exits_total counter
+mvm_kvm_exits_total{vcpu="0"} 42
+# HELP mvm_kvm_halt_wait_seconds_total KVM binary statistic halt_wait_ns (cumulative, seconds), KVM_GET_STATS_FD; vcpu="vm" for the VM's own.
+# TYPE mvm_kvm_halt_wait_seconds_total counter
+mvm_kvm_halt_wait_seconds_total{vcpu="0"} 1.5e-06
+# HELP mvm_kvm_blocking KVM binary statistic blocking (instant, boolean), KVM_GET_STATS_FD; vcpu="vm" for the VM's own.
+# TYPE mvm_kvm_blocking gauge
+mvm_kvm_blocking{vcpu="0"} 1
+# HELP mvm_kvm_pages_bytes KVM binary statistic pages (instant, bytes), KVM_GET_STATS_FD; vcpu="vm" for the VM's own.
+# TYPE mvm_kvm_pages_bytes gauge
+mvm_kvm_pages_bytes{vcpu="0"} 12288
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mvm_kvm_exits_total", "mvm_kvm_halt_wait_seconds_total", "mvm_kvm_blocking", "mvm_kvm_pages_bytes"); err != nil {
+		t.Error(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.Contains(mf.GetName(), "hist") {
+			t.Errorf("histogram stat exported as %s", mf.GetName())
 		}
 	}
 	if reads != 2 {
 		t.Errorf("stats callback called %d times for 2 gathers", reads)
 	}
-
-	// A failing stats callback fails only its metric, not the scrape of
-	// the others.
-	bad := NewCollector(CollectorConfig{KVMStats: func() ([]kvmstat.Labeled, error) { return nil, errors.New("stats fd closed") }})
-	bad.SetTrace(nil)
-	breg := prometheus.NewRegistry()
-	breg.MustRegister(bad)
-	if _, err := breg.Gather(); err == nil || !strings.Contains(err.Error(), "stats fd closed") {
+	// A failing stats callback fails only its own metrics.
+	bad := prometheus.NewRegistry()
+	bad.MustRegister(NewStatsCollector(func() ([]kvmstat.Labeled, error) { return nil, errors.New("stats fd closed") }))
+	if _, err := bad.Gather(); err == nil || !strings.Contains(err.Error(), "stats fd closed") {
 		t.Errorf("stats error not reported: %v", err)
+	}
+}
+
+func TestBreakdownMetricBounded(t *testing.T) {
+	agg := tracepoint.NewAggregator(exits.Arm64Namer{})
+	agg.Configure(tracepoint.Layout{VCPUs: 1})
+	agg.SetVCPU(10, 0)
+	var evs []tracepoint.Event
+	tm := uint64(1)
+	// 30 distinct system registers, register i read i+1 times.
+	for i := uint64(0); i < 30; i++ {
+		for n := uint64(0); n <= i; n++ {
+			evs = append(evs, exitstest.Exit(10, 0, tm, 2, 0x18),
+				tracepoint.Event{Kind: tracepoint.EventDetail, TID: 10, Time: tm + 1, Detail: tracepoint.DetailSysReg, Val: 3<<14 | i},
+				exitstest.Entry(10, 0, tm+2))
+			tm += 3
+		}
+	}
+	agg.Add(evs)
+	agg.Flush()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(CollectorConfig{Trace: agg}))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var series int
+	var sum, other float64
+	for _, mf := range mfs {
+		if mf.GetName() != "mvm_exit_breakdown_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			series++
+			sum += m.GetCounter().GetValue()
+			if labelOf(m.GetLabel(), "key") == "other" {
+				other = m.GetCounter().GetValue()
+			}
+		}
+	}
+	// Top 10 (registers 29..20: 30+...+21 = 255 reads) and other (210).
+	if series != BreakdownTop+1 || sum != 465 || other != 210 {
+		t.Errorf("%d series, sum %g, other %g", series, sum, other)
 	}
 }
 

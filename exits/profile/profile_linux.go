@@ -16,12 +16,15 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/exits/symbols"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
 	"github.com/mvm-dev/mvm/exits/userspace"
+	"golang.org/x/sys/unix"
 )
 
 // Config says what to profile.
@@ -37,11 +40,41 @@ type Config struct {
 	Sources []string
 	// Logger receives diagnostics (nil: slog.Default()).
 	Logger *slog.Logger
+	// Layout describes the guest to the tracepoint breakdown (regions,
+	// RAM, vCPUs); NoBreakdown leaves the breakdown's tracepoints out.
+	Layout      tracepoint.Layout
+	NoBreakdown bool
+	// Symbols names the guest functions of the exit PCs (nil: raw PCs).
+	// SymbolsFile is its path for the report. VBAR, if set, returns the
+	// guest's VBAR_EL1 at the end of the run, for the KASLR offset.
+	Symbols     *symbols.Table
+	SymbolsFile string
+	VBAR        func() uint64
+}
+
+// topFunctions is how many guest functions (or PCs) the report lists per
+// reason.
+const topFunctions = 10
+
+// Lag is how long tracepoint events wait before they are assigned a boot
+// phase, so that a mark the VMM sets while handling an exit (the userspace
+// marker) is known first. The VMM handles an exit within microseconds; the
+// events wait in memory (about Lag x exit rate of them).
+const Lag = 50 * time.Millisecond
+
+// MonotonicNS reads CLOCK_MONOTONIC, the clock of the tracepoint samples.
+func MonotonicNS() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
 }
 
 // Profile is one VM's optional profile sources. What cannot be opened is
 // recorded with its reason and reported, never fatal.
 type Profile struct {
+	cfg       Config
 	log       *slog.Logger
 	statsErr  error
 	vmStats   *kvmstat.File
@@ -52,12 +85,33 @@ type Profile struct {
 	traceStop context.CancelFunc
 	traceDone chan struct{}
 	started   time.Time
+	// userspace and firstNS: from the tracepoints, after Finish.
+	userspace *exits.UserspaceStart
+	firstNS   uint64
+}
+
+// MarkUserspace tells the tracepoint phases that the guest's userspace
+// marker arrived now.
+func (p *Profile) MarkUserspace() {
+	if p != nil && p.trace != nil {
+		p.trace.Aggregator().MarkUserspace(MonotonicNS())
+	}
+}
+
+// FirstUserExit is the CLOCK_MONOTONIC time of the first exit from a guest
+// user address, after Finish (false when none was seen or without
+// tracepoints).
+func (p *Profile) FirstUserExit() (uint64, bool) {
+	if p == nil || p.userspace == nil || p.userspace.FirstUserExitNS < 0 {
+		return 0, false
+	}
+	return p.firstNS + uint64(p.userspace.FirstUserExitNS), true
 }
 
 // Open opens the KVM stats files and the tracepoint profiler (those in
 // cfg.Sources; all when empty).
 func Open(cfg Config) *Profile {
-	p := &Profile{log: cfg.Logger}
+	p := &Profile{cfg: cfg, log: cfg.Logger}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -82,7 +136,9 @@ func Open(cfg Config) *Profile {
 		p.traceErr = errNotAsked
 		return p
 	}
-	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log})
+	layout := cfg.Layout
+	layout.Now, layout.Lag = MonotonicNS, uint64(Lag)
+	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log, NoBreakdown: cfg.NoBreakdown, Layout: layout})
 	if err != nil {
 		p.traceErr = err
 		return p
@@ -183,13 +239,23 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 	// Run drains a last time when stopped, but not when it failed early;
 	// an extra drain of empty rings costs nothing.
 	p.trace.Drain()
+	p.trace.Flush()
 	entries, exitN, _ := p.trace.Counts()
 	if entries == 0 && exitN == 0 && anyExits(snaps) {
 		// The kernel fired no kvm_exit for this VM (some KVM backends
 		// never do): say so rather than print nothing.
 		rep.SetSource(exits.SourceTracepoint, "", errors.New("the kernel emitted no kvm:kvm_exit events for this VM"))
 	} else {
-		tracepoint.AddTo(rep, p.trace.Namer(), p.trace.Aggregator().Snapshot())
+		d := p.trace.Aggregator().Details()
+		tracepoint.AddTo(rep, p.trace.Namer(), p.trace.Aggregator().Snapshot(), d)
+		if det := p.trace.Details(); len(det) > 0 {
+			rep.SetSource(exits.SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open); breakdown from "+strings.Join(det, ", "), nil)
+		}
+		p.userspace = d.Userspace
+		p.firstNS = d.FirstNS
+		if !p.cfg.NoBreakdown && p.trace.Namer().Arch() == "arm64" {
+			rep.GuestCode = p.guestCode(d)
+		}
 	}
 	return rep
 }
@@ -249,4 +315,31 @@ func (p *Profile) Close() {
 			f.Close()
 		}
 	}
+}
+
+// guestCode names the functions the exits came from.
+func (p *Profile) guestCode(d *tracepoint.Details) *exits.GuestCode {
+	g := &exits.GuestCode{}
+	tab := p.cfg.Symbols
+	var off uint64
+	if tab != nil {
+		g.Symbols = p.cfg.SymbolsFile
+		var vbar uint64
+		if p.cfg.VBAR != nil {
+			vbar = p.cfg.VBAR()
+		}
+		o, err := tab.KASLROffset(vbar)
+		if err != nil {
+			g.Note = "KASLR offset unknown, addresses taken as they are in the file: " + err.Error()
+		} else {
+			off = o
+			g.KASLROffset = fmt.Sprintf("%#x", off)
+			g.KASLRFrom = fmt.Sprintf("VBAR_EL1 %#x - vectors", vbar)
+			if int64(off) < 0 {
+				g.KASLROffset = fmt.Sprintf("-%#x", -off)
+			}
+		}
+	}
+	g.Reasons = symbols.GuestCode(d.PCs, d.PCsOther, tab, off, topFunctions)
+	return g
 }

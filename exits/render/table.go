@@ -78,6 +78,8 @@ func (r table) write(w *errWriter) {
 	if r.TraceLost > 0 {
 		fmt.Fprintf(w, "\nThe kernel dropped %d tracepoint records: tracepoint counts are lower bounds.\n", r.TraceLost)
 	}
+	r.writePhases(w)
+	r.writeGuestCode(w)
 	r.writeStats(w)
 }
 
@@ -116,27 +118,128 @@ func (r table) tableTitle(src, vcpu string) string {
 
 func writeRows(w *errWriter, rows []exits.Row) {
 	var n, t uint64
+	width, pcts := len("Event name"), false
 	for _, row := range rows {
 		n += row.Count
 		t += row.TimeNS
+		width = max(width, len(row.Reason))
+		for _, b := range row.Breakdown {
+			width = max(width, len(b.Key)+2)
+		}
+		pcts = pcts || row.Percentiles != nil
 	}
-	// Right-aligned columns pad the empty cells of the Total line; render
-	// into a buffer and trim the trailing blanks.
+	// The table is right-aligned but for the names, padded here so that
+	// breakdown rows show indented under their reason. Right-aligned
+	// columns pad the empty cells of the Total line; render into a buffer
+	// and trim the trailing blanks.
+	name := func(s string) string { return fmt.Sprintf("%-*s", width, s) }
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "Event name\tSamples\tSample%%\tTime (ns)\tTime%%\tMean Time (ns)\tMin (ns)\tMax (ns)\tHandle mean (ns)\t\n")
-	for _, row := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t\n",
-			row.Reason, row.Count, percent(row.Count, n), row.TimeNS, percent(row.TimeNS, t),
-			row.TimeMeanNS, row.TimeMinNS, row.TimeMaxNS, row.HandleMeanNS)
+	fmt.Fprintf(tw, "%s\tSamples\tSample%%\tTime (ns)\tTime%%\tMean Time (ns)\tMin (ns)\tMax (ns)\tHandle mean (ns)\t", name("Event name"))
+	if pcts {
+		fmt.Fprintf(tw, "Guest p50/p90/p99 (ns)\tHandle p50/p90/p99 (ns)\t")
 	}
-	fmt.Fprintf(tw, "Total\t%d\t%s\t%d\t%s\t%d\t\t\t\t\n", n, percent(n, n), t, percent(t, t), exits.MeanNS(t, n))
+	fmt.Fprintln(tw)
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t",
+			name(row.Reason), row.Count, percent(row.Count, n), row.TimeNS, percent(row.TimeNS, t),
+			row.TimeMeanNS, row.TimeMinNS, row.TimeMaxNS, row.HandleMeanNS)
+		if pcts {
+			fmt.Fprintf(tw, "%s\t%s\t", pctCell(row.Percentiles, true), pctCell(row.Percentiles, false))
+		}
+		fmt.Fprintln(tw)
+		// Breakdown rows: Sample% and Time% of their reason.
+		for _, b := range row.Breakdown {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t\t\t%d\t",
+				name("  "+b.Key), b.Samples, percent(b.Samples, row.Count), b.TimeNS, percent(b.TimeNS, row.TimeNS),
+				exits.MeanNS(b.TimeNS, b.Samples), exits.MeanNS(b.HandleNS, b.Samples))
+			if pcts {
+				fmt.Fprintf(tw, "%s\t%s\t", pctCell(b.Percentiles, true), pctCell(b.Percentiles, false))
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t\t\t\t\n", name("Total"), n, percent(n, n), t, percent(t, t), exits.MeanNS(t, n))
 	tw.Flush()
 	for _, line := range strings.SplitAfter(buf.String(), "\n") {
 		trimmed := strings.TrimRight(line, " \n")
 		if trimmed != "" || line != "" {
 			fmt.Fprintln(w, trimmed)
 		}
+	}
+}
+
+// pctCell renders "p50/p90/p99" of guest or handling time ("-" without).
+func pctCell(l *exits.Latency, guest bool) string {
+	if l == nil {
+		return "-"
+	}
+	p := l.Handle
+	if guest {
+		p = l.Guest
+	}
+	return fmt.Sprintf("%d/%d/%d", p.P50, p.P90, p.P99)
+}
+
+// writePhases prints the tracepoint totals per boot phase.
+func (r table) writePhases(w *errWriter) {
+	if len(r.ByPhase) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nVM exits by boot phase (tracepoints, all vCPUs; times since the first kvm_entry):\n")
+	for _, ph := range r.ByPhase {
+		end := "end"
+		if ph.EndNS >= 0 {
+			end = kvmstat.FormatDuration(uint64(ph.EndNS))
+		}
+		var n uint64
+		for _, row := range ph.Rows {
+			n += row.Samples
+		}
+		fmt.Fprintf(w, "\n  %s (%s .. %s), %d exits:\n", ph.Phase, kvmstat.FormatDuration(uint64(max(ph.StartNS, 0))), end, n)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "    Event name\tSamples\tSample%%\tTime (ns)\tHandle (ns)\t\n")
+		for _, row := range ph.Rows {
+			fmt.Fprintf(tw, "    %s\t%d\t%s\t%d\t%d\t\n", row.Reason, row.Samples, percent(row.Samples, n), row.TimeNS, row.HandleNS)
+		}
+		tw.Flush()
+	}
+	if u := r.Userspace; u != nil {
+		how := "the guest's boot marker (0x41)"
+		if u.Source == "first_user_exit" {
+			how = "the first exit from a user (TTBR0) address: userspace started at or before it"
+		}
+		fmt.Fprintf(w, "\nUserspace reached at %s, from %s.\n", kvmstat.FormatDuration(uint64(max(u.AtNS, 0))), how)
+	}
+}
+
+// writeGuestCode prints the top guest functions per reason.
+func (r table) writeGuestCode(w *errWriter) {
+	g := r.GuestCode
+	if g == nil || len(g.Reasons) == 0 {
+		return
+	}
+	src := "raw PCs (no --guest-symbols)"
+	if g.Symbols != "" {
+		src = "symbols from " + g.Symbols
+		if g.KASLROffset != "" {
+			src += ", KASLR offset " + g.KASLROffset + " (" + g.KASLRFrom + ")"
+		}
+	}
+	fmt.Fprintf(w, "\nGuest code the exits came from (%s):\n", src)
+	if g.Note != "" {
+		fmt.Fprintf(w, "  %s\n", g.Note)
+	}
+	for _, gr := range g.Reasons {
+		fmt.Fprintf(w, "\n  %s\n", gr.Reason)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, f := range gr.Functions {
+			fmt.Fprintf(tw, "    %d\t%s\t%s\n", f.Samples, f.Function, f.TopPC)
+		}
+		if gr.Other > 0 {
+			fmt.Fprintf(tw, "    %d\t(other)\t\n", gr.Other)
+		}
+		tw.Flush()
 	}
 }
 

@@ -46,7 +46,7 @@ func TestTable(t *testing.T) {
 		t.Errorf("not sorted by samples:\n%s", out)
 	}
 	// Userspace: MMIO/uart 4 of 7 samples.
-	if !strings.Contains(out, "MMIO/uart        4   57.14%") {
+	if !strings.Contains(out, "MMIO/uart                   4   57.14%") {
 		t.Errorf("uart row:\n%s", out)
 	}
 	if testing.Verbose() {

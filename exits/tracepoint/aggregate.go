@@ -21,6 +21,9 @@ const (
 	// EventLost says the kernel dropped Lost records of the thread's
 	// buffer (PERF_RECORD_LOST) at about Time.
 	EventLost
+	// EventDetail is a tracepoint KVM fires while handling the thread's
+	// last exit (Detail says which; Val is its value).
+	EventDetail
 )
 
 // Event is one decoded tracepoint record.
@@ -32,8 +35,12 @@ type Event struct {
 	CPU  int
 	Time uint64
 	// Code and Sub are the exit's raw reason fields for EventExit (see
-	// Namer.CodeField and SubField).
+	// Namer.CodeField and SubField), PC its guest PC (vcpu_pc).
 	Code, Sub uint64
+	PC        uint64
+	// Detail and Val describe an EventDetail.
+	Detail DetailKind
+	Val    uint64
 	// Lost is the number of records lost, for EventLost.
 	Lost uint64
 }
@@ -48,6 +55,10 @@ type ReasonStats struct {
 	// or after lost records has none).
 	GuestCount                         uint64
 	GuestSumNS, GuestMinNS, GuestMaxNS uint64
+	// Breakdown holds the reason's parts (SYS64 by register, DABT_LOW by
+	// device, ...), largest first; they add up to Count once the
+	// aggregate is flushed.
+	Breakdown []RowStats
 	// Handle time: this kvm_exit -> the next kvm_entry. HandleCount exits
 	// were followed by an entry (the last exit of a thread is not).
 	HandleCount                           uint64
@@ -99,14 +110,31 @@ func (s *ReasonStats) merge(o *ReasonStats) {
 // threadState is the pairing state of one thread, as perf kvm stat keeps
 // per vcpu_event_record.
 type threadState struct {
+	tid int
 	// entry: time of the last kvm_entry not yet closed by an exit.
 	entry    uint64
 	hasEntry bool
-	// pending: the last exit not yet closed by an entry.
+	// pending: the last exit not yet closed by an entry, and p what the
+	// breakdown needs of it.
 	pending    *ReasonStats
 	pendingAt  uint64
 	hasPending bool
+	p          pendingExit
 	last       uint64
+	// entered: the thread has had a kvm_entry; sawKernel: an exit from a
+	// kernel address.
+	entered, sawKernel bool
+}
+
+// pendingExit is an exit waiting for its next entry.
+type pendingExit struct {
+	reason        string
+	at, pc, guest uint64
+	hasGuest      bool
+	class, key    uint64
+	keyed         bool
+	ipa           uint64
+	hasIPA        bool
 }
 
 // VCPUStats is the aggregate of one vCPU (VCPU -1 gathers threads that
@@ -139,6 +167,15 @@ type Aggregator struct {
 	// still lands on its vCPU's row.
 	stats  map[int]map[string]*ReasonStats // tid -> reason -> stats
 	totals map[int]*VCPUStats              // tid -> counters besides reasons
+
+	layout  Layout
+	held    []Event                                 // events not yet processed (Layout.Lag)
+	rows    map[int]map[string]map[uint64]*RowStats // tid -> reason -> key -> row
+	details map[string]*reasonDetail                // VM-wide, per reason
+	phases  [numPhases]map[string]*phaseAcc
+	// Phase boundaries (CLOCK_MONOTONIC ns, 0 until seen).
+	firstAt, cpuOnAt, allInAt, userAt, markAt, firstUserAt uint64
+	secondariesIn                                          int
 }
 
 // NewAggregator returns an aggregator naming exits with n.
@@ -149,6 +186,8 @@ func NewAggregator(n exits.Namer) *Aggregator {
 		threads: make(map[int]*threadState),
 		stats:   make(map[int]map[string]*ReasonStats),
 		totals:  make(map[int]*VCPUStats),
+		rows:    make(map[int]map[string]map[uint64]*RowStats),
+		details: make(map[string]*reasonDetail),
 	}
 }
 
@@ -163,27 +202,49 @@ func (a *Aggregator) SetVCPU(tid, vcpu int) {
 	a.vcpus[tid] = vcpu
 }
 
-// Add feeds a batch of records. The batch is processed in time order (a
-// stable sort, since buffers of different CPUs or threads interleave);
-// within one thread, records should arrive in time order across batches,
-// and older ones are counted but not timed.
-func (a *Aggregator) Add(evs []Event) {
-	if len(evs) == 0 {
-		return
+// vcpuOf is the vCPU of a thread (-1 if not known).
+func (a *Aggregator) vcpuOf(tid int) int {
+	if v, ok := a.vcpus[tid]; ok {
+		return v
 	}
-	sorted := slices.Clone(evs)
-	slices.SortStableFunc(sorted, func(x, y Event) int { return cmp.Compare(x.Time, y.Time) })
+	return -1
+}
+
+// Add feeds a batch of records. They are processed in time order (a
+// stable sort, since buffers of different CPUs or threads interleave),
+// those younger than Layout.Lag held back for the next call; within one
+// thread, records should arrive in time order across batches, and older
+// ones are counted but not timed.
+func (a *Aggregator) Add(evs []Event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for i := range sorted {
-		a.add(&sorted[i])
+	a.held = append(a.held, evs...)
+	horizon := ^uint64(0)
+	if a.layout.Now != nil {
+		horizon = a.layout.Now() - a.layout.Lag
 	}
+	a.process(horizon)
+}
+
+// process handles the held events up to time horizon, in time order.
+func (a *Aggregator) process(horizon uint64) {
+	if len(a.held) == 0 {
+		return
+	}
+	slices.SortStableFunc(a.held, func(x, y Event) int { return cmp.Compare(x.Time, y.Time) })
+	n := 0
+	for n < len(a.held) && a.held[n].Time <= horizon {
+		a.add(&a.held[n])
+		n++
+	}
+	rest := copy(a.held, a.held[n:])
+	a.held = a.held[:rest]
 }
 
 func (a *Aggregator) thread(tid int) *threadState {
 	t, ok := a.threads[tid]
 	if !ok {
-		t = &threadState{}
+		t = &threadState{tid: tid}
 		a.threads[tid] = t
 	}
 	return t
@@ -226,28 +287,59 @@ func (a *Aggregator) add(ev *Event) {
 		// Whatever was lost may have been an entry or an exit: no
 		// interval spanning the gap can be trusted.
 		tot.Lost += ev.Lost
-		t.hasEntry, t.hasPending, t.pending = false, false, nil
+		a.finishExit(t, 0, false)
+		t.hasEntry = false
 	case EventEntry:
 		tot.Entries++
 		if !inOrder {
 			return
 		}
+		a.noteEntry(t, ev.Time)
 		if t.hasPending && ev.Time >= t.pendingAt {
-			t.pending.addHandle(ev.Time - t.pendingAt)
+			a.finishExit(t, ev.Time-t.pendingAt, true)
+		} else {
+			a.finishExit(t, 0, false)
 		}
-		t.hasPending, t.pending = false, nil
 		t.entry, t.hasEntry = ev.Time, true
-	case EventExit:
-		s := a.reason(ev.TID, a.namer.ExitName(ev.Code, ev.Sub))
-		s.Count++
-		if !inOrder {
+	case EventDetail:
+		if !inOrder || !t.hasPending || t.p.keyed {
 			return
 		}
-		if t.hasEntry && ev.Time >= t.entry {
-			s.addGuest(ev.Time - t.entry)
+		if k, ok := a.detailKey(t.p.class, ev); ok {
+			t.p.key, t.p.keyed = k, true
+			if ev.Detail == DetailFault {
+				t.p.ipa, t.p.hasIPA = ev.Val, true
+			}
+			if ev.Detail == DetailHVC && isCPUOn(ev.Val) && a.cpuOnAt == 0 {
+				a.cpuOnAt = t.pendingAt
+			}
 		}
+	case EventExit:
+		a.finishExit(t, 0, false) // an exit without an entry since the last one
+		name := a.namer.ExitName(ev.Code, ev.Sub)
+		s := a.reason(ev.TID, name)
+		s.Count++
+		if !inOrder {
+			// Counted, but not timed, not broken down: the breakdown
+			// counts only exits it can follow to their detail.
+			t.hasEntry = false
+			if breakdownClass(a.namer, ev.Code, ev.Sub) != 0 {
+				rows := a.rowsOf(ev.TID, name)
+				if rows[keyUnknown] == nil {
+					rows[keyUnknown] = &RowStats{}
+				}
+				rows[keyUnknown].Count++
+			}
+			return
+		}
+		p := pendingExit{reason: name, at: ev.Time, pc: ev.PC, class: breakdownClass(a.namer, ev.Code, ev.Sub), key: keyUnknown}
+		if t.hasEntry && ev.Time >= t.entry {
+			p.guest, p.hasGuest = ev.Time-t.entry, true
+			s.addGuest(p.guest)
+		}
+		a.noteExitPC(t, ev.PC, ev.Time)
 		t.hasEntry = false
-		t.pending, t.pendingAt, t.hasPending = s, ev.Time, true
+		t.pending, t.pendingAt, t.hasPending, t.p = s, ev.Time, true, p
 	}
 }
 
@@ -259,6 +351,7 @@ func (a *Aggregator) Snapshot() []VCPUStats {
 	defer a.mu.Unlock()
 	byVCPU := make(map[int]*VCPUStats)
 	reasons := make(map[int]map[string]*ReasonStats)
+	rows := make(map[int]map[string][]RowStats)
 	for tid, tt := range a.totals {
 		vcpu, ok := a.vcpus[tid]
 		if !ok {
@@ -269,6 +362,7 @@ func (a *Aggregator) Snapshot() []VCPUStats {
 			v = &VCPUStats{VCPU: vcpu}
 			byVCPU[vcpu] = v
 			reasons[vcpu] = make(map[string]*ReasonStats)
+			rows[vcpu] = make(map[string][]RowStats)
 		}
 		v.Entries += tt.Entries
 		v.Lost += tt.Lost
@@ -280,6 +374,7 @@ func (a *Aggregator) Snapshot() []VCPUStats {
 				reasons[vcpu][name] = m
 			}
 			m.merge(rs)
+			rows[vcpu][name] = mergeRows(rows[vcpu][name], a.snapshotRows(tid, name))
 		}
 	}
 	ids := make([]int, 0, len(byVCPU))
@@ -290,8 +385,11 @@ func (a *Aggregator) Snapshot() []VCPUStats {
 	out := make([]VCPUStats, 0, len(ids))
 	for _, id := range ids {
 		v := *byVCPU[id]
-		for _, s := range reasons[id] {
-			v.Reasons = append(v.Reasons, *s)
+		for name, s := range reasons[id] {
+			c := *s
+			c.Breakdown = rows[id][name]
+			sortRowStats(c.Breakdown)
+			v.Reasons = append(v.Reasons, c)
 		}
 		sortReasonStats(v.Reasons)
 		out = append(out, v)
@@ -315,9 +413,11 @@ func Total(vs []VCPUStats) VCPUStats {
 				byName[r.Reason] = s
 			}
 			s.merge(r)
+			s.Breakdown = mergeRows(s.Breakdown, r.Breakdown)
 		}
 	}
 	for _, s := range byName {
+		sortRowStats(s.Breakdown)
 		tot.Reasons = append(tot.Reasons, *s)
 	}
 	sortReasonStats(tot.Reasons)
@@ -353,21 +453,23 @@ func sortReasonStats(rs []ReasonStats) {
 }
 
 // Rows turns a tracepoint aggregate into per-vCPU rows and total rows of
-// the report model, with Time chosen by the namer's PerfTime.
-func Rows(n exits.Namer, vs []VCPUStats) []exits.Row {
+// the report model, with Time chosen by the namer's PerfTime. With d, the
+// total rows carry percentiles and their breakdown rows percentiles and
+// device addresses.
+func Rows(n exits.Namer, vs []VCPUStats, d *Details) []exits.Row {
 	var rows []exits.Row
 	for _, v := range vs {
 		for _, s := range v.Reasons {
-			rows = append(rows, row(n, strconv.Itoa(v.VCPU), s))
+			rows = append(rows, row(n, strconv.Itoa(v.VCPU), s, nil))
 		}
 	}
 	for _, s := range Total(vs).Reasons {
-		rows = append(rows, row(n, exits.TotalVCPU, s))
+		rows = append(rows, row(n, exits.TotalVCPU, s, d))
 	}
 	return rows
 }
 
-func row(n exits.Namer, vcpu string, s ReasonStats) exits.Row {
+func row(n exits.Namer, vcpu string, s ReasonStats, d *Details) exits.Row {
 	r := exits.Row{
 		Source:       exits.SourceTracepoint,
 		VCPU:         vcpu,
@@ -381,7 +483,8 @@ func row(n exits.Namer, vcpu string, s ReasonStats) exits.Row {
 		GuestNS:      s.GuestSumNS,
 		GuestCount:   s.GuestCount,
 	}
-	if n.PerfTime() == exits.GuestTime {
+	guestTime := n.PerfTime() == exits.GuestTime
+	if guestTime {
 		r.TimeNS, r.TimeCount = s.GuestSumNS, s.GuestCount
 		r.TimeMinNS, r.TimeMaxNS = s.GuestMinNS, s.GuestMaxNS
 	} else {
@@ -389,15 +492,34 @@ func row(n exits.Namer, vcpu string, s ReasonStats) exits.Row {
 		r.TimeMinNS, r.TimeMaxNS = s.HandleMinNS, s.HandleMaxNS
 	}
 	r.TimeMeanNS = exits.MeanNS(r.TimeNS, r.TimeCount)
+	if d != nil {
+		r.Percentiles = d.Latency[s.Reason]
+	}
+	for _, b := range s.Breakdown {
+		br := exits.BreakdownRow{Key: b.Key, Samples: b.Count, TimeNS: b.GuestSumNS, HandleNS: b.HandleSumNS}
+		if !guestTime {
+			br.TimeNS = b.HandleSumNS
+		}
+		if d != nil {
+			br.Percentiles = d.RowLatency[s.Reason][b.Key]
+			br.Addresses = d.Addresses[s.Reason][b.Key]
+		}
+		r.Breakdown = append(r.Breakdown, br)
+	}
 	return r
 }
 
 // AddTo adds the rows of a tracepoint aggregate (per vCPU and total) to rep
-// and marks the tracepoint source used.
-func AddTo(rep *exits.Report, n exits.Namer, vs []VCPUStats) {
+// and marks the tracepoint source used; with d, also the phases and the
+// userspace start.
+func AddTo(rep *exits.Report, n exits.Namer, vs []VCPUStats, d *Details) {
 	rep.Arch = n.Arch()
 	rep.PerfTime = n.PerfTime().String()
-	rep.Rows = append(rep.Rows, Rows(n, vs)...)
+	rep.Rows = append(rep.Rows, Rows(n, vs, d)...)
+	if d != nil {
+		rep.ByPhase = d.Phases
+		rep.Userspace = d.Userspace
+	}
 	for _, v := range vs {
 		rep.TraceLost += v.Lost
 	}

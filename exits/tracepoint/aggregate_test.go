@@ -63,7 +63,7 @@ func TestTracePairingArm64(t *testing.T) {
 	}
 
 	// Rows: arm64 Time is guest time.
-	rows := Rows(exits.Arm64Namer{}, vs)
+	rows := Rows(exits.Arm64Namer{}, vs, nil)
 	for _, r := range rows {
 		if r.Reason == "DABT_LOW" && (r.TimeNS != 1500 || r.HandleNS != 300 || r.GuestNS != 1500 || r.TimeMeanNS != 750 || r.HandleMeanNS != 150) {
 			t.Errorf("arm64 row %+v", r)
@@ -82,7 +82,7 @@ func TestTracePairingX86(t *testing.T) {
 		entry(7, 0, 1600),
 	})
 	vs := a.Snapshot()
-	rows := Rows(exits.X86Namer{}, vs)
+	rows := Rows(exits.X86Namer{}, vs, nil)
 	var io exits.Row
 	for _, r := range rows {
 		if r.Reason == "IO_INSTRUCTION" && r.VCPU == "1" {
@@ -160,7 +160,7 @@ func TestTraceLost(t *testing.T) {
 		t.Errorf("WFx %+v", w)
 	}
 	r := &exits.Report{}
-	AddTo(r, exits.Arm64Namer{}, a.Snapshot())
+	AddTo(r, exits.Arm64Namer{}, a.Snapshot(), nil)
 	if r.TraceLost != 5 {
 		t.Errorf("report lost %d", r.TraceLost)
 	}

@@ -189,7 +189,7 @@ func TestProfilerTinyVM(t *testing.T) {
 	userspace.AddTo(rep, []userspace.RecorderSnapshot{rec.Snapshot()})
 	kvmstat.AddTo(rep, kvmstat.Rows("0", deltas))
 	if tot.Exits() > 0 {
-		AddTo(rep, p.Namer(), vs)
+		AddTo(rep, p.Namer(), vs, nil)
 	} else {
 		rep.SetSource(exits.SourceTracepoint, "", errNoSamples(backend))
 	}

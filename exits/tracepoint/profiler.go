@@ -24,6 +24,22 @@ type Config struct {
 	Interval time.Duration
 	// Logger receives diagnostics (nil: slog.Default()).
 	Logger *slog.Logger
+	// NoBreakdown leaves out the detail tracepoints (kvm_sys_access,
+	// kvm_guest_fault, kvm_hvc_arm64, kvm_wfx_arm64) that break reasons
+	// down, for measuring what they cost.
+	NoBreakdown bool
+	// Layout describes the guest to the aggregator (regions, RAM, vCPUs).
+	Layout Layout
+}
+
+// detailEvent is a detail tracepoint the profiler reads, and the field
+// its value comes from.
+type detailEvent struct {
+	kind   DetailKind
+	format *Format
+	field  Field
+	// sysreg: the kvm_sys_access fields, packed into the value.
+	op0, op1, crn, crm, op2, write Field
 }
 
 // Profiler samples kvm:kvm_entry and kvm:kvm_exit on vCPU threads and
@@ -33,6 +49,9 @@ type Profiler struct {
 	agg         *Aggregator
 	entry, exit *Format
 	code, sub   Field
+	pc          Field
+	hasPC       bool
+	details     []detailEvent
 	interval    time.Duration
 	log         *slog.Logger
 	batch       []Event
@@ -69,7 +88,16 @@ func New(cfg Config) (*Profiler, error) {
 	}
 	code, _ := exit.Field(namer.CodeField())
 	sub, _ := exit.Field(namer.SubField())
-	sess, err := NewSession([]*Format{entry, exit}, cfg.RingPages)
+	pc, hasPC := exit.Field("vcpu_pc")
+	events := []*Format{entry, exit}
+	var details []detailEvent
+	if !cfg.NoBreakdown && namer.Arch() == "arm64" {
+		details = readDetails(root, log)
+		for _, d := range details {
+			events = append(events, d.format)
+		}
+	}
+	sess, err := NewSession(events, cfg.RingPages)
 	if err != nil {
 		return nil, err
 	}
@@ -77,11 +105,67 @@ func New(cfg Config) (*Profiler, error) {
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
 	}
+	agg := NewAggregator(namer)
+	layout := cfg.Layout
+	layout.Plain = layout.Plain || cfg.NoBreakdown
+	agg.Configure(layout)
 	return &Profiler{
-		sess: sess, agg: NewAggregator(namer),
-		entry: entry, exit: exit, code: code, sub: sub,
+		sess: sess, agg: agg,
+		entry: entry, exit: exit, code: code, sub: sub, pc: pc, hasPC: hasPC, details: details,
 		interval: interval, log: log,
 	}, nil
+}
+
+// readDetails reads the formats of the detail tracepoints this kernel has;
+// a missing one only leaves its reason without a breakdown ("unknown").
+func readDetails(root string, log *slog.Logger) []detailEvent {
+	var out []detailEvent
+	get := func(name string, fields ...string) (*Format, []Field, bool) {
+		f, err := ReadFormat(root, "kvm", name)
+		if err != nil {
+			log.Debug("tracepoint for the exit breakdown unavailable", "event", name, "err", err)
+			return nil, nil, false
+		}
+		var fs []Field
+		for _, n := range fields {
+			fd, ok := f.Field(n)
+			if !ok {
+				log.Warn("tracepoint format lacks a field the breakdown reads", "event", name, "field", n)
+				return nil, nil, false
+			}
+			fs = append(fs, fd)
+		}
+		return f, fs, true
+	}
+	if f, fs, ok := get("kvm_sys_access", "Op0", "Op1", "CRn", "CRm", "Op2", "is_write"); ok {
+		out = append(out, detailEvent{kind: DetailSysReg, format: f, op0: fs[0], op1: fs[1], crn: fs[2], crm: fs[3], op2: fs[4], write: fs[5]})
+	} else if f, fs, ok := get("kvm_handle_sys_reg", "hsr"); ok {
+		out = append(out, detailEvent{kind: DetailSysRegESR, format: f, field: fs[0]})
+	}
+	if f, fs, ok := get("kvm_guest_fault", "ipa"); ok {
+		out = append(out, detailEvent{kind: DetailFault, format: f, field: fs[0]})
+	}
+	if f, fs, ok := get("kvm_hvc_arm64", "r0"); ok {
+		out = append(out, detailEvent{kind: DetailHVC, format: f, field: fs[0]})
+	}
+	if f, fs, ok := get("kvm_wfx_arm64", "is_wfe"); ok {
+		out = append(out, detailEvent{kind: DetailWFx, format: f, field: fs[0]})
+	}
+	return out
+}
+
+// value extracts the detail's value from a raw record.
+func (d *detailEvent) value(raw []byte) uint64 {
+	if d.kind != DetailSysReg {
+		v, _ := d.field.Uint(raw)
+		return v
+	}
+	u := func(f Field) uint64 { v, _ := f.Uint(raw); return v }
+	v := u(d.op0)&3<<14 | u(d.op1)&7<<11 | u(d.crn)&15<<7 | u(d.crm)&15<<3 | u(d.op2)&7
+	if u(d.write) != 0 {
+		v |= 1 << 16
+	}
+	return v
 }
 
 // Namer is the reason namer chosen from the kvm_exit format.
@@ -134,13 +218,38 @@ func (p *Profiler) Drain() error {
 			te.Kind = EventExit
 			te.Code, _ = p.code.Uint(rec.Raw)
 			te.Sub, _ = p.sub.Uint(rec.Raw)
+			if p.hasPC {
+				te.PC, _ = p.pc.Uint(rec.Raw)
+			}
 		default:
-			return
+			d := p.detailOf(ev)
+			if d == nil {
+				return
+			}
+			te.Kind, te.Detail, te.Val = EventDetail, d.kind, d.value(rec.Raw)
 		}
 		p.batch = append(p.batch, te)
 	})
 	p.agg.Add(p.batch)
 	return err
+}
+
+func (p *Profiler) detailOf(ev *Format) *detailEvent {
+	for i := range p.details {
+		if p.details[i].format == ev {
+			return &p.details[i]
+		}
+	}
+	return nil
+}
+
+// Details names the detail tracepoints in use.
+func (p *Profiler) Details() []string {
+	var out []string
+	for _, d := range p.details {
+		out = append(out, d.format.String())
+	}
+	return out
 }
 
 // Run drains whenever a ring fills past its watermark, a thread exits, or
@@ -163,6 +272,10 @@ func (p *Profiler) Run(ctx context.Context) error {
 	}
 	return p.Drain()
 }
+
+// Flush processes what the aggregator still holds; call it after the last
+// Drain, once the vCPUs have stopped.
+func (p *Profiler) Flush() { p.agg.Flush() }
 
 // Counts returns how many kvm_entry and kvm_exit events fired on the
 // attached threads according to the events' own counters, lost samples

@@ -7,12 +7,16 @@
 //	N_VERSION PSCI_VERSION HVCs
 //	N_WFI     WFIs, each woken by the virtual timer (PPI 27 through the vGIC)
 //	N_SYSREG  reads of ID_AA64MMFR0_EL1 (trapped by KVM with HCR_EL2.TID3)
+//	N_SGI     writes of ICC_SGI1R_EL1 sending SGI 1 to itself (trapped: with
+//	          HCR_EL2.IMO set, EL1 writes of the SGI registers trap to EL2;
+//	          the SGIs are disabled in the redistributor, so it stays
+//	          pending and never wakes a WFI)
 //
 // and records what it did in its RAM slot. vCPU 1 then calls CPU_OFF;
 // vCPU 0 waits for its slot and for AFFINITY_INFO = OFF, prints
 //
 //	counts reps R
-//	cpu K iters I marker A version B wfi C early D sysreg E gic F badiar G late L
+//	cpu K iters I marker A version B wfi C early D sysreg E gicd F gicr R badiar G late L sgi S
 //	affinity polls P
 //	counts done
 //
@@ -20,8 +24,8 @@
 // wfi counts every WFI executed, early those that returned before the timer
 // had fired (each is followed by another WFI, so wfi = N_WFI * iters +
 // early), late the WFIs skipped because the timer had fired before them
-// (see the loop), gic the accesses to the GIC distributor and
-// redistributors (in-kernel MMIO), badiar the acknowledges that did not
+// (see the loop), gicd and gicr the accesses to the GIC distributor and to
+// the vCPU's redistributor (in-kernel MMIO), badiar the acknowledges that did not
 // return INTID 27. "affinity polls" counts vCPU 0's AFFINITY_INFO calls.
 // Everything else is fixed by this source: vCPU 0 makes one CPU_ON, its
 // PSCI_VERSIONs, the AFFINITY_INFOs and one SYSTEM_OFF; vCPU 1 its
@@ -48,6 +52,8 @@
 	.equ N_VERSION, 2
 	.equ N_WFI,     1
 	.equ N_SYSREG,  4
+	.equ N_SGI,     2
+	.equ SGI_SELF,  1 << 24         // ICC_SGI1R_EL1: INTID 1, Aff3-1 0, TargetList below
 	.equ MARK_CODE, 0x55            // not a boot-phase code (0x40, 0x41, 123)
 	.equ MAGIC,     0x53544e554f43564d  // "MVCOUNTS", little-endian
 
@@ -60,6 +66,7 @@
 	.equ GICR_SGI,     0x10000      // SGI_base = RD_base + 64 KiB
 	.equ GICR_IGROUPR0,   0x80
 	.equ GICR_ISENABLER0, 0x100
+	.equ GICR_ICENABLER0, 0x180
 	.equ TIMER_INTID,  27           // EL1 virtual timer PPI
 	.equ CTL_ENABLE,   1
 	.equ CTL_ISTATUS,  2            // bit number
@@ -84,6 +91,8 @@
 	.equ S_BADIAR,  56
 	.equ S_LATE,    64
 	.equ S_DONE,    72
+	.equ S_SGI,     80
+	.equ S_GICD,    88
 
 // FIELD "name ", field: print " name " and the slot field at x20 + field.
 	.macro FIELD s, f
@@ -172,11 +181,14 @@ secondary:
 
 // percpu: the work of vCPU x19 (0 or 1). Branched to, not called: vCPU 1
 // has no stack. Counters: x21 marker, x22 version, x23 wfi, x24 early,
-// x25 sysreg, x26 gic, x27 badiar; x28 iterations left.
+// x25 sysreg, x26 gicr, x27 badiar, x18 sgi; x28 iterations left.
 percpu:
 	ldr	x20, =DATA
 	add	x20, x20, x19, lsl #SLOT_SHIFT
 	ldr	x26, [x20, #S_GIC]      // vCPU 0: its distributor accesses
+	str	x26, [x20, #S_GICD]
+	mov	x26, #0
+	mov	x18, #0
 	mov	x21, #0
 	mov	x22, #0
 	mov	x23, #0
@@ -201,6 +213,11 @@ percpu:
 	add	x26, x26, #1
 	mov	w10, #(1 << TIMER_INTID)
 	str	w10, [x9, #GICR_ISENABLER0]
+	add	x26, x26, #1
+	// KVM's vGIC starts with every SGI enabled: disable them, so the SGIs
+	// the loop sends itself stay pending and never wake a WFI.
+	mov	w10, #0xffff
+	str	w10, [x9, #GICR_ICENABLER0]
 	add	x26, x26, #1
 	// CPU interface: system registers, priority mask open, group 1 on.
 	mrs	x10, icc_sre_el1
@@ -281,6 +298,15 @@ work:
 	mrs	x9, id_aa64mmfr0_el1
 	add	x25, x25, #1
 	.endr
+	// Trapped SGI generation: SGI 1 to this vCPU (TargetList bit Aff0).
+	mov	x9, #1
+	lsl	x9, x9, x19
+	orr	x9, x9, #SGI_SELF
+	.rept	N_SGI
+	msr	icc_sgi1r_el1, x9
+	add	x18, x18, #1
+	.endr
+	isb
 	subs	x28, x28, #1
 	b.ne	work
 work_done:
@@ -291,6 +317,7 @@ work_done:
 	str	x25, [x20, #S_SYSREG]
 	str	x26, [x20, #S_GIC]
 	str	x27, [x20, #S_BADIAR]
+	str	x18, [x20, #S_SGI]
 	dsb	sy
 	mov	x9, #1
 	str	x9, [x20, #S_DONE]
@@ -364,9 +391,11 @@ report:
 	FIELD	" wfi ", S_WFI
 	FIELD	" early ", S_EARLY
 	FIELD	" sysreg ", S_SYSREG
-	FIELD	" gic ", S_GIC
+	FIELD	" gicd ", S_GICD
+	FIELD	" gicr ", S_GIC
 	FIELD	" badiar ", S_BADIAR
 	FIELD	" late ", S_LATE
+	FIELD	" sgi ", S_SGI
 	bl	newline
 2:	add	x19, x19, #1
 	cmp	x19, #2
