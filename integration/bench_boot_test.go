@@ -355,3 +355,68 @@ func BenchmarkBringUp(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProfileBreakdown: what the breakdown below the exception class,
+// the latency histograms, the phases and the PC counts cost. An 8-vCPU
+// Linux boot to power-off with --profile and with --profile --profile-plain
+// (perf kvm stat's reasons only), interleaved; the ratio of the medians of
+// the total, and the range of the per-pair ratios. Aim: <= 1.05.
+//
+// Then the profiler's memory: mvm's overhead (RSS minus resident guest
+// RAM) after a profiled run of the counts payload with 10 and with 1000
+// reps (about 100 times the exits): bounded means the ratio stays near 1.
+func BenchmarkProfileBreakdown(b *testing.B) {
+	var full, plain, pairs []float64
+	for i := 0; i < b.N; i++ {
+		out := filepath.Join(b.TempDir(), "profile.json")
+		f := float64(bootLinux(b, 8, "512M", "--profile", "--profile-format", "json", "--profile-out", out).PhasesNS["total"])
+		p := float64(bootLinux(b, 8, "512M", "--profile", "--profile-plain", "--profile-format", "json", "--profile-out", out).PhasesNS["total"])
+		full, plain, pairs = append(full, f), append(plain, p), append(pairs, f/p)
+	}
+	b.ReportMetric(median(plain)/1e6, "plain-ms")
+	b.ReportMetric(median(full)/median(plain), "breakdown/plain")
+	b.ReportMetric(slices.Min(pairs), "pair-min")
+	b.ReportMetric(slices.Max(pairs), "pair-max")
+
+	overhead := func(reps uint64) (float64, uint64) {
+		dir := b.TempDir()
+		res := filepath.Join(dir, "result.json")
+		r := mvm(b, 10*time.Minute, "run", "--kernel", countsPayload(b, reps), "--cpus", "2", "--profile",
+			"--profile-format", "json", "--profile-out", filepath.Join(dir, "profile.json"), "--result-json", res)
+		if r.code != 0 {
+			b.Fatalf("counts %d reps: exit %d\n%s", reps, r.code, r.stderr)
+		}
+		data, err := os.ReadFile(res)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var s runSummary
+		if err := json.Unmarshal(data, &s); err != nil {
+			b.Fatal(err)
+		}
+		pdata, err := os.ReadFile(filepath.Join(dir, "profile.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rep struct {
+			Rows []struct {
+				Source, VCPU string
+				Count        uint64
+			} `json:"rows"`
+		}
+		json.Unmarshal(pdata, &rep)
+		var exits uint64
+		for _, row := range rep.Rows {
+			if row.Source == "tracepoint" && row.VCPU == "total" {
+				exits += row.Count
+			}
+		}
+		return float64(s.Memory.Overhead), exits
+	}
+	short, shortExits := overhead(10)
+	long, longExits := overhead(1000)
+	b.ReportMetric(short/(1<<20), "short-overhead-MiB")
+	b.ReportMetric(long/short, "long/short-overhead")
+	b.ReportMetric(float64(longExits)/float64(max(shortExits, 1)), "long/short-exits")
+	b.ReportMetric(0, "ns/op")
+}

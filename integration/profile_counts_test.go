@@ -86,7 +86,7 @@ func parseCounts(t *testing.T, stdout string) countsOutput {
 // the code and its layout byte for byte the same between runs, so
 // whatever the runs share (boot, GIC setup, stage-2 faults on the same
 // pages) cancels out in their difference.
-func countsPayload(t *testing.T, reps uint64) string {
+func countsPayload(t testing.TB, reps uint64) string {
 	t.Helper()
 	img, err := os.ReadFile(payload(t, "counts.bin"))
 	if err != nil {
