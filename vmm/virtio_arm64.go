@@ -8,6 +8,7 @@ import (
 
 	hkvm "github.com/c35s/hype/kvm"
 
+	"github.com/mvm-dev/mvm/devices"
 	"github.com/mvm-dev/mvm/devices/virtio"
 	"github.com/mvm-dev/mvm/internal/kvm"
 )
@@ -129,6 +130,16 @@ func (m *VM) virtioNodes() []VirtioNode {
 	var out []VirtioNode
 	for _, s := range m.virtio {
 		out = append(out, VirtioNode{Base: s.base, Size: VirtioSlotSize, SPI: s.spi})
+	}
+	return out
+}
+
+// virtioRanges names the virtio-mmio slots for the exit profile's
+// DABT_LOW breakdown.
+func (m *VM) virtioRanges() []devices.Range {
+	var out []devices.Range
+	for _, s := range m.virtio {
+		out = append(out, devices.Range{Name: s.dev.Name(), Base: s.base, Size: VirtioSlotSize})
 	}
 	return out
 }

@@ -200,7 +200,7 @@ func (m *VM) setupProfile() error {
 			tids = append(tids, t.v.TID())
 		}
 		pc := profile.Config{VMFd: m.vm.Fd(), VCPUFds: fds, TIDs: tids, Sources: m.cfg.ProfileSources,
-			Layout:      profileLayout(len(m.cpus), m.bus.Ranges(), RAMRegions(m.cfg.Memory)),
+			Layout:      profileLayout(len(m.cpus), append(m.bus.Ranges(), m.virtioRanges()...), RAMRegions(m.cfg.Memory)),
 			NoBreakdown: m.cfg.ProfilePlain,
 			VBAR:        m.guestVBAR}
 		if m.cfg.GuestSymbols != "" {
