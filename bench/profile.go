@@ -145,10 +145,7 @@ func median(xs []float64) float64 {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return quantile(s, 0.5)
 }
 
 // change is the relative change in count, so that among rows of equal p
