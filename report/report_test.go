@@ -279,6 +279,48 @@ func TestRunReportStructure(t *testing.T) {
 				}
 			}
 
+			// Breakdown rows: under their reason, adding up to it.
+			for _, r := range rowsWant {
+				var sum uint64
+				for _, part := range byClass(byID(doc, "profile"), "g", "part") {
+					if v, _ := attr(part, "data-parent"); v == r.Reason {
+						sum += uint64(num(t, part, "data-count"))
+					}
+				}
+				var want uint64
+				for _, b := range r.Breakdown {
+					want += b.Samples
+				}
+				if sum != want {
+					t.Errorf("%s: breakdown rows drawn add up to %d, the JSON's to %d", r.Reason, sum, want)
+				}
+				if r.Percentiles != nil {
+					for _, b := range bars {
+						if v, _ := attr(b, "data-reason"); v == r.Reason && !strings.Contains(tooltip(b), "p99 "+msOf(int64(r.Percentiles.Guest.P99))) {
+							t.Errorf("%s tooltip %q lacks its guest p99", r.Reason, tooltip(b))
+						}
+					}
+				}
+			}
+
+			// Exits by phase and guest code, with the JSON's numbers.
+			for _, ph := range s.Profile.ByPhase {
+				var want uint64
+				for _, r := range ph.Rows {
+					want += r.Samples
+				}
+				got := find(byID(doc, "profile"), func(e *html.Node) bool { v, _ := attr(e, "data-phase"); return hasClass(e, "byphase") && v == ph.Phase })
+				if len(got) != 1 || uint64(num(t, got[0], "data-total")) != want {
+					t.Errorf("phase %s: %d blocks, want one with %d exits", ph.Phase, len(got), want)
+				}
+			}
+			for _, r := range s.Profile.GuestCode.Reasons {
+				got := find(byID(doc, "profile"), func(e *html.Node) bool { v, _ := attr(e, "data-reason"); return hasClass(e, "code") && v == r.Reason })
+				if len(got) != 1 || !strings.Contains(text(got[0]), r.Functions[0].Function) || !strings.Contains(text(got[0]), fmt.Sprintf("%d exits", r.Functions[0].Samples)) {
+					t.Errorf("guest code of %s not shown", r.Reason)
+				}
+			}
+
 			// Strings from the result are text, never markup.
 			page := text(doc)
 			if !strings.Contains(page, s.Config.Cmdline) {

@@ -39,6 +39,9 @@ type runView struct {
 	Profile  []profileChart
 	Unused   []fact // profile sources not used, with why
 	Stats    []fact
+	ByPhase  []phaseExits
+	Code     []codeReason
+	CodeNote string
 	NoProf   bool
 }
 
@@ -139,6 +142,7 @@ type profileChart struct {
 
 type profileBar struct {
 	Reason        string
+	Parent        string // the reason a breakdown row belongs to
 	Y             float64
 	Indent        bool
 	CountW, TimeW float64
@@ -209,6 +213,8 @@ func newRunView(s *vmm.Summary, source string) runView {
 	} else {
 		v.Profile, v.Unused = newProfileCharts(s.Profile)
 		v.Stats = statFacts(s.Profile)
+		v.ByPhase = phaseExitsOf(s.Profile)
+		v.Code, v.CodeNote = guestCodeOf(s.Profile)
 	}
 	return v
 }
@@ -544,8 +550,28 @@ func newProfileCharts(p *exits.Report) ([]profileChart, []fact) {
 			}
 			b.Title = fmt.Sprintf("%s: %s exits (%.1f%%), time %s, mean %s, handling %s", r.Reason, count(r.Count),
 				100*float64(r.Count)/math.Max(float64(total), 1), ms(float64(r.TimeNS)), ms(float64(r.TimeMeanNS)), ms(float64(r.HandleNS)))
+			b.Title += latencyText(r.Percentiles)
 			ch.Rows = append(ch.Rows, b)
 			y += profRowH
+			// The breakdown rows under their reason, on the same scale,
+			// so that they visibly add up to it.
+			parts := slices.Clone(r.Breakdown)
+			slices.SortStableFunc(parts, func(a, b exits.BreakdownRow) int { return cmp.Compare(b.Samples, a.Samples) })
+			for _, part := range parts {
+				pb := profileBar{Reason: part.Key, Parent: r.Reason, Indent: true, Y: y, Count: part.Samples, TimeNS: part.TimeNS,
+					CountLabel: count(part.Samples), TimeLabel: ms(float64(part.TimeNS))}
+				if ch.CountMax > 0 {
+					pb.CountW = math.Max(profCountW*float64(part.Samples)/float64(ch.CountMax), 0.5)
+				}
+				if ch.TimeMax > 0 {
+					pb.TimeW = math.Max(profTimeW*float64(part.TimeNS)/float64(ch.TimeMax), 0.5)
+				}
+				pb.Title = fmt.Sprintf("%s / %s: %s exits (%.1f%% of %s), time %s, handling %s", r.Reason, part.Key, count(part.Samples),
+					100*float64(part.Samples)/math.Max(float64(r.Count), 1), r.Reason, ms(float64(part.TimeNS)), ms(float64(part.HandleNS)))
+				pb.Title += latencyText(part.Percentiles)
+				ch.Rows = append(ch.Rows, pb)
+				y += profRowH
+			}
 		}
 		ch.H = y + 8
 		charts = append(charts, ch)
@@ -563,4 +589,81 @@ func statFacts(p *exits.Report) []fact {
 	}
 	slices.SortFunc(out, func(a, b fact) int { return cmp.Compare(a.Name, b.Name) })
 	return out
+}
+
+// latencyText renders a row's percentiles for its tooltip.
+func latencyText(l *exits.Latency) string {
+	if l == nil {
+		return ""
+	}
+	p := func(x exits.Percentiles) string {
+		return fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s", ms(float64(x.P50)), ms(float64(x.P90)), ms(float64(x.P99)), ms(float64(x.Max)))
+	}
+	return "; guest time " + p(l.Guest) + "; handling " + p(l.Handle)
+}
+
+// phaseExits is one boot phase's tracepoint exits, most frequent first.
+type phaseExits struct {
+	Phase, Span string
+	Total       uint64
+	Rows        []fact
+}
+
+func phaseExitsOf(p *exits.Report) []phaseExits {
+	var out []phaseExits
+	for _, ph := range p.ByPhase {
+		rows := slices.Clone(ph.Rows)
+		slices.SortStableFunc(rows, func(a, b exits.PhaseRow) int { return cmp.Compare(b.Samples, a.Samples) })
+		pe := phaseExits{Phase: ph.Phase, Span: ms(float64(ph.StartNS)) + " to "}
+		if ph.EndNS < 0 {
+			pe.Span += "the end"
+		} else {
+			pe.Span += ms(float64(ph.EndNS))
+		}
+		for _, r := range rows {
+			pe.Total += r.Samples
+			pe.Rows = append(pe.Rows, fact{r.Reason, fmt.Sprintf("%s exits, %s", count(r.Samples), ms(float64(r.TimeNS)))})
+		}
+		out = append(out, pe)
+	}
+	return out
+}
+
+// codeReason is where in the guest one reason's exits came from.
+type codeReason struct {
+	Reason string
+	Funcs  []fact
+}
+
+func guestCodeOf(p *exits.Report) ([]codeReason, string) {
+	g := p.GuestCode
+	if g == nil {
+		return nil, ""
+	}
+	note := "guest PCs as raw addresses (no --guest-symbols)"
+	if g.Symbols != "" {
+		note = "symbols from " + g.Symbols
+		if g.KASLROffset != "" {
+			note += ", KASLR offset " + g.KASLROffset + " (" + g.KASLRFrom + ")"
+		}
+	}
+	if g.Note != "" {
+		note += "; " + g.Note
+	}
+	var out []codeReason
+	for _, r := range g.Reasons {
+		cr := codeReason{Reason: r.Reason}
+		for _, f := range r.Functions {
+			v := count(f.Samples) + " exits"
+			if f.TopPC != "" {
+				v += ", most at " + f.TopPC
+			}
+			cr.Funcs = append(cr.Funcs, fact{f.Function, v})
+		}
+		if r.Other > 0 {
+			cr.Funcs = append(cr.Funcs, fact{"other", count(r.Other) + " exits"})
+		}
+		out = append(out, cr)
+	}
+	return out, note
 }

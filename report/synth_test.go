@@ -83,6 +83,13 @@ func synthRun(t testing.TB, n int, seed uint64) *vmm.Summary {
 	}
 	p.KVMStats = []exits.StatRow{{Source: exits.SourceKVMStats, VCPU: exits.TotalVCPU, Name: "exits", Delta: 123456, Pretty: "123456"},
 		{Source: exits.SourceKVMStats, VCPU: exits.TotalVCPU, Name: "wfi_exit_stat", Delta: 99, Pretty: "99"}}
+	p.SetSource(exits.SourceTracepoint, "tracepoints", nil)
+	p.Rows = append(p.Rows, exits.Row{Source: exits.SourceTracepoint, VCPU: exits.TotalVCPU, Reason: "SYS64", Count: 900, TimeNS: 9e6,
+		Percentiles: &exits.Latency{Guest: exits.Percentiles{P50: 1000, P90: 5000, P99: 9000, Max: 20000}},
+		Breakdown:   []exits.BreakdownRow{{Key: "ICC_SGI1R_EL1 write", Samples: 600, TimeNS: 6e6}, {Key: "ID_AA64PFR0_EL1 read", Samples: 300, TimeNS: 3e6}}})
+	p.ByPhase = []exits.PhaseRows{{Phase: "secondaries", StartNS: 1e6, EndNS: 5e6, Rows: []exits.PhaseRow{{Reason: "SYS64", Samples: 700, TimeNS: 7e6}, {Reason: "IRQ", Samples: 5}}},
+		{Phase: "after_userspace", StartNS: 5e6, EndNS: -1, Rows: []exits.PhaseRow{{Reason: "SYS64", Samples: 200}}}}
+	p.GuestCode = &exits.GuestCode{Symbols: "System.map", Reasons: []exits.GuestCodeReason{{Reason: "SYS64", Functions: []exits.GuestFunc{{Function: "gic_send_sgi <x>", Samples: 600, TopPC: "gic_send_sgi+0x40"}}, Other: 300}}}
 	s.Profile = p
 	return s
 }
