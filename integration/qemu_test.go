@@ -124,6 +124,28 @@ func TestQEMUProfileCommand(t *testing.T) {
 	if nBPF == 0 {
 		t.Error("no BPF rows")
 	}
+	// The BPF path times every exit but a thread's first (no entry before
+	// it) and closes all but a thread's last with its next entry.
+	var timed struct {
+		Rows []struct {
+			Source, VCPU, Reason    string
+			Count                   uint64
+			GuestCount, HandleCount uint64 `json:"-"`
+			TimeCount               uint64 `json:"guest_count"`
+			Handles                 uint64 `json:"handle_count"`
+			GuestNS                 uint64 `json:"guest_ns"`
+		} `json:"rows"`
+	}
+	if data, err := os.ReadFile(out); err == nil && json.Unmarshal(data, &timed) == nil {
+		for _, row := range timed.Rows {
+			if row.Source != "tracepoint_bpf" || row.VCPU != "total" {
+				continue
+			}
+			if row.TimeCount+2 < row.Count || row.Handles+2 < row.Count || row.TimeCount > 0 && row.GuestNS == 0 {
+				t.Errorf("BPF %s: %d exits, %d with guest time (%d ns), %d with handle time", row.Reason, row.Count, row.TimeCount, row.GuestNS, row.Handles)
+			}
+		}
+	}
 
 	// mvm's status is the command's.
 	if r := mvm(t, time.Minute, "profile", "--", "sh", "-c", "exit 3"); r.code != 3 {

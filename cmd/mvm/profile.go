@@ -52,10 +52,9 @@ Sources (the report's Sources list says which were used and why not):
               pidfd_getfd: KVM answers that ioctl only to the VM's creator, so
               this works for VMMs that open them (QEMU does, per vCPU)
   tracepoint  kvm:kvm_entry/kvm:kvm_exit: counted in the kernel by BPF programs
-              where allowed (CAP_BPF+CAP_PERFMON; counts only), else, or with
-              --tracepoint-via perf, samples through perf_event_open rings (counts
-              and times): per thread for --pid, inherited per CPU from the first
-              instruction for a COMMAND
+              where allowed (CAP_BPF+CAP_PERFMON), else, or with --tracepoint-via
+              perf, samples through perf_event_open rings: per thread for --pid,
+              inherited per CPU from the first instruction for a COMMAND
 
 vCPU threads are told apart by the names VMMs give them (QEMU "CPU n/KVM" with
 -name debug-threads=on, Firecracker "fc_vcpu n", Cloud Hypervisor "vcpuN",
@@ -95,7 +94,7 @@ Exit status: the command's with -- COMMAND (128+N if signal N killed it);
 	fl.StringSliceVar(&f.sources, "sources", nil, "limit the profile to these sources: kvm_stats, tracepoint (default: all the host allows)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while profiling")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "mvm's own log level on stderr: debug, info, warn, error")
-	fl.StringVar(&f.via, "tracepoint-via", "auto", "how tracepoints are read: auto (BPF if allowed, else perf rings), bpf (in-kernel counts, no times), perf (rings: counts and times), both (perf, plus the BPF counts as tracepoint_bpf to compare)")
+	fl.StringVar(&f.via, "tracepoint-via", "auto", "how tracepoints are read: auto (BPF if allowed, else perf rings), bpf (counted and timed in the kernel), perf (samples through rings), both (perf, plus the BPF counts as tracepoint_bpf to compare)")
 	return cmd
 }
 

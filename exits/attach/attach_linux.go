@@ -588,7 +588,7 @@ func (r *run) report() *exits.Report {
 		return rep
 	}
 	vs, err := r.bpf.Snapshot(r.vcpuOf)
-	const how = "kvm:kvm_exit and kvm:kvm_entry counted per thread and reason in the kernel by BPF programs (counts only: --tracepoint-via perf for times)"
+	const how = "kvm:kvm_exit and kvm:kvm_entry counted and timed per thread and reason in the kernel by BPF programs (no histograms)"
 	if r.cfg.Via != ViaBoth {
 		if err != nil {
 			rep.SetSource(exits.SourceTracepoint, "", err)

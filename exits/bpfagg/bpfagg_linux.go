@@ -34,6 +34,7 @@ type Counter struct {
 	namer   exits.Namer
 	exitMap *ebpf.Map
 	entries *ebpf.Map
+	state   *ebpf.Map
 	progs   []*ebpf.Program
 	links   []link.Link
 }
@@ -66,13 +67,16 @@ func New(tracefs string, tgid int) (_ *Counter, err error) {
 			c.Close()
 		}
 	}()
-	if c.exitMap, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_exits", Type: ebpf.Hash, KeySize: 24, ValueSize: 8, MaxEntries: maxKeys}); err != nil {
+	if c.exitMap, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_exits", Type: ebpf.Hash, KeySize: 24, ValueSize: exitValueSize, MaxEntries: maxKeys}); err != nil {
 		return nil, permErr("create the BPF exit map", err)
 	}
 	if c.entries, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_entries", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: maxKeys}); err != nil {
 		return nil, permErr("create the BPF entry map", err)
 	}
-	exitInsns, err := exitProgram(c.exitMap.FD(), tgid, code, sub)
+	if c.state, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_threads", Type: ebpf.Hash, KeySize: 4, ValueSize: threadStateSize, MaxEntries: maxKeys}); err != nil {
+		return nil, permErr("create the BPF thread map", err)
+	}
+	exitInsns, err := exitProgram(c.exitMap.FD(), c.state.FD(), tgid, code, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +85,7 @@ func New(tracefs string, tgid int) (_ *Counter, err error) {
 		insns asm.Instructions
 	}{
 		{"kvm_exit", exitInsns},
-		{"kvm_entry", entryProgram(c.entries.FD(), tgid)},
+		{"kvm_entry", entryProgram(c.exitMap.FD(), c.state.FD(), c.entries.FD(), tgid)},
 	} {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "mvm_" + p.name, Type: ebpf.TracePoint, License: "GPL", Instructions: p.insns})
 		if err != nil {
@@ -146,69 +150,225 @@ func filterTGID(tgid int) asm.Instructions {
 	}
 }
 
-// addOne adds 1 to the map value for the key at R10+keyOff, inserting it
-// with 1 when absent. A key is one thread's, and a thread runs on one CPU
-// at a time, so no other CPU inserts the same key meanwhile.
-func addOne(mapFD int, keyOff int16) asm.Instructions {
-	return asm.Instructions{
+// Stack layout of both programs (offsets from R10):
+//
+//	-24..-1   exit key {u32 tid; u32 pad; u64 code; u64 sub}, or the tid
+//	-96..-25  a zeroed exitValue to insert
+//	-104      the thread id, key of the state map
+//	-144..-105 a zeroed thread state to insert
+//	-152      the handle time across a call
+const (
+	offKey   = -24
+	offValue = -96
+	offTID   = -104
+	offState = -144
+	offDelta = -152 // the handle time, kept across a call
+)
+
+// exitValue is the exit map's value: one (thread, reason)'s numbers.
+// Guest time: the thread's previous kvm_entry -> this kvm_exit; handle
+// time: this kvm_exit -> the thread's next kvm_entry (both
+// bpf_ktime_get_ns, CLOCK_MONOTONIC, taken when the program runs). Only
+// the thread of the key writes it, one CPU at a time, so plain stores
+// suffice; minima are 0 until the first sample.
+type exitValue struct {
+	Count                                        uint64
+	GuestSum, GuestCount, GuestMin, GuestMax     uint64
+	HandleSum, HandleCount, HandleMin, HandleMax uint64
+}
+
+// Field offsets in exitValue.
+const (
+	vCount = 8 * iota
+	vGuestSum
+	vGuestCount
+	vGuestMin
+	vGuestMax
+	vHandleSum
+	vHandleCount
+	vHandleMin
+	vHandleMax
+	exitValueSize
+)
+
+// Thread state (state map value): the last kvm_entry's time (0: none
+// since the last exit), the last kvm_exit's time (0: closed by an
+// entry) and that exit's key.
+const (
+	sEntry          = 0
+	sExit           = 8
+	sKey            = 16
+	threadStateSize = 40
+)
+
+// zero stores n zero bytes (a multiple of 8) at R10+off.
+func zero(off int16, n int) asm.Instructions {
+	insns := asm.Instructions{asm.Mov.Imm(asm.R1, 0)}
+	for i := 0; i < n; i += 8 {
+		insns = append(insns, asm.StoreMem(asm.R10, off+int16(i), asm.R1, asm.DWord))
+	}
+	return insns
+}
+
+// lookupOrInsert leaves in R0 the map value for the key at R10+keyOff,
+// inserting the zeroed value at R10+valOff first when the key is absent;
+// it jumps to "out" if the map is full. label must be unique per use.
+func lookupOrInsert(mapFD int, keyOff, valOff int16, valSize int, label string) asm.Instructions {
+	lookup := asm.Instructions{
 		asm.LoadMapPtr(asm.R1, mapFD),
 		asm.Mov.Reg(asm.R2, asm.R10),
 		asm.Add.Imm(asm.R2, int32(keyOff)),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "insert"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Ja.Label("out"),
-		asm.Mov.Imm(asm.R1, 1).WithSymbol("insert"),
-		asm.StoreMem(asm.R10, -32, asm.R1, asm.DWord),
+	}
+	insns := append(asm.Instructions{}, lookup...)
+	insns = append(insns, asm.JNE.Imm(asm.R0, 0, label+"_found"))
+	insns = append(insns, zero(valOff, valSize)...)
+	insns = append(insns,
 		asm.LoadMapPtr(asm.R1, mapFD),
 		asm.Mov.Reg(asm.R2, asm.R10),
 		asm.Add.Imm(asm.R2, int32(keyOff)),
 		asm.Mov.Reg(asm.R3, asm.R10),
-		asm.Add.Imm(asm.R3, -32),
+		asm.Add.Imm(asm.R3, int32(valOff)),
 		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
 		asm.FnMapUpdateElem.Call(),
-		// Return 1: a tracepoint program returning 0 makes the kernel
-		// skip every perf event of that tracepoint
-		// (perf_trace_run_bpf_submit), which would hide the events
-		// from perf kvm stat or mvm's own perf path running meanwhile.
-		asm.Mov.Imm(asm.R0, 1).WithSymbol("out"),
-		asm.Return(),
+	)
+	insns = append(insns, lookup...)
+	insns = append(insns,
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(label+"_found"),
+	)
+	return insns
+}
+
+// addSample adds the duration in R2 to the sum, count, min and max at
+// base+off.. of the value in R9 (R3 is scratch).
+func addSample(sum, count, minOff, maxOff int16, label string) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R3, asm.R9, sum, asm.DWord),
+		asm.Add.Reg(asm.R3, asm.R2),
+		asm.StoreMem(asm.R9, sum, asm.R3, asm.DWord),
+		asm.LoadMem(asm.R3, asm.R9, count, asm.DWord),
+		asm.Add.Imm(asm.R3, 1),
+		asm.StoreMem(asm.R9, count, asm.R3, asm.DWord),
+		asm.LoadMem(asm.R3, asm.R9, minOff, asm.DWord),
+		asm.JEq.Imm(asm.R3, 0, label+"_setmin"),
+		asm.JGE.Reg(asm.R2, asm.R3, label+"_max"),
+		asm.StoreMem(asm.R9, minOff, asm.R2, asm.DWord).WithSymbol(label + "_setmin"),
+		asm.LoadMem(asm.R3, asm.R9, maxOff, asm.DWord).WithSymbol(label + "_max"),
+		asm.JLE.Reg(asm.R2, asm.R3, label+"_done"),
+		asm.StoreMem(asm.R9, maxOff, asm.R2, asm.DWord),
+		asm.Mov.Reg(asm.R2, asm.R2).WithSymbol(label + "_done"),
 	}
 }
 
-// exitProgram counts kvm_exit per (thread, code, sub): the key {u32 tid;
-// u32 pad; u64 code; u64 sub} at R10-24.
-func exitProgram(mapFD, tgid int, code, sub tracepoint.Field) (asm.Instructions, error) {
+// epilogue returns 1: a tracepoint program returning 0 makes the kernel
+// skip every perf event of that tracepoint (perf_trace_run_bpf_submit),
+// which would hide the events from perf kvm stat or mvm's own perf path
+// running meanwhile.
+func epilogue() asm.Instructions {
+	return asm.Instructions{asm.Mov.Imm(asm.R0, 1).WithSymbol("out"), asm.Return()}
+}
+
+// exitProgram, on kvm_exit: counts the (thread, code, sub) key, adds the
+// guest time since the thread's last kvm_entry, and leaves the exit
+// pending in the thread's state for the next entry.
+func exitProgram(exitFD, stateFD, tgid int, code, sub tracepoint.Field) (asm.Instructions, error) {
 	insns := filterTGID(tgid)
 	insns = append(insns,
-		asm.StoreMem(asm.R10, -24, asm.R7, asm.Word),
-		asm.StoreImm(asm.R10, -20, 0, asm.Word),
+		asm.StoreMem(asm.R10, offKey, asm.R7, asm.Word),
+		asm.StoreImm(asm.R10, offKey+4, 0, asm.Word),
+		asm.StoreMem(asm.R10, offTID, asm.R7, asm.Word),
 	)
 	lc, err := loadField(asm.R1, asm.R6, code)
 	if err != nil {
 		return nil, err
 	}
 	insns = append(insns, lc...)
-	insns = append(insns, asm.StoreMem(asm.R10, -16, asm.R1, asm.DWord))
+	insns = append(insns, asm.StoreMem(asm.R10, offKey+8, asm.R1, asm.DWord))
 	if sub.Name != "" {
 		ls, err := loadField(asm.R1, asm.R6, sub)
 		if err != nil {
 			return nil, err
 		}
 		insns = append(insns, ls...)
-		insns = append(insns, asm.StoreMem(asm.R10, -8, asm.R1, asm.DWord))
 	} else {
-		insns = append(insns, asm.Mov.Imm(asm.R1, 0), asm.StoreMem(asm.R10, -8, asm.R1, asm.DWord))
+		insns = append(insns, asm.Mov.Imm(asm.R1, 0))
 	}
-	return append(insns, addOne(mapFD, -24)...), nil
+	insns = append(insns, asm.StoreMem(asm.R10, offKey+16, asm.R1, asm.DWord))
+	insns = append(insns, asm.FnKtimeGetNs.Call(), asm.Mov.Reg(asm.R8, asm.R0))
+	insns = append(insns, lookupOrInsert(exitFD, offKey, offValue, exitValueSize, "val")...)
+	insns = append(insns,
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.LoadMem(asm.R3, asm.R9, vCount, asm.DWord),
+		asm.Add.Imm(asm.R3, 1),
+		asm.StoreMem(asm.R9, vCount, asm.R3, asm.DWord),
+	)
+	insns = append(insns, lookupOrInsert(stateFD, offTID, offState, threadStateSize, "st")...)
+	insns = append(insns,
+		asm.LoadMem(asm.R1, asm.R0, sEntry, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "pend"),
+		asm.Mov.Reg(asm.R2, asm.R8),
+		asm.Sub.Reg(asm.R2, asm.R1),
+	)
+	insns = append(insns, addSample(vGuestSum, vGuestCount, vGuestMin, vGuestMax, "guest")...)
+	insns = append(insns,
+		asm.Mov.Imm(asm.R1, 0).WithSymbol("pend"),
+		asm.StoreMem(asm.R0, sEntry, asm.R1, asm.DWord),
+		asm.StoreMem(asm.R0, sExit, asm.R8, asm.DWord),
+	)
+	for i := int16(0); i < 24; i += 8 {
+		insns = append(insns,
+			asm.LoadMem(asm.R1, asm.R10, offKey+i, asm.DWord),
+			asm.StoreMem(asm.R0, sKey+i, asm.R1, asm.DWord),
+		)
+	}
+	return append(insns, epilogue()...), nil
 }
 
-// entryProgram counts kvm_entry per thread: the key {u32 tid} at R10-24.
-func entryProgram(mapFD, tgid int) asm.Instructions {
+// entryProgram, on kvm_entry: counts the thread's entries, closes its
+// pending exit with the handle time, and records the entry's time.
+func entryProgram(exitFD, stateFD, entryFD, tgid int) asm.Instructions {
 	insns := filterTGID(tgid)
-	insns = append(insns, asm.StoreMem(asm.R10, -24, asm.R7, asm.Word))
-	return append(insns, addOne(mapFD, -24)...)
+	insns = append(insns,
+		asm.StoreMem(asm.R10, offTID, asm.R7, asm.Word),
+		asm.FnKtimeGetNs.Call(),
+		asm.Mov.Reg(asm.R8, asm.R0),
+	)
+	insns = append(insns, lookupOrInsert(entryFD, offTID, offValue, 8, "ent")...)
+	insns = append(insns,
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+	)
+	insns = append(insns, lookupOrInsert(stateFD, offTID, offState, threadStateSize, "st")...)
+	insns = append(insns,
+		asm.Mov.Reg(asm.R7, asm.R0), // the state, kept across the next lookup
+		asm.StoreMem(asm.R7, sEntry, asm.R8, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "out"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.StoreMem(asm.R7, sExit, asm.R2, asm.DWord),
+		asm.Mov.Reg(asm.R2, asm.R8),
+		asm.Sub.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.R10, offDelta, asm.R2, asm.DWord),
+	)
+	for i := int16(0); i < 24; i += 8 {
+		insns = append(insns,
+			asm.LoadMem(asm.R1, asm.R7, sKey+i, asm.DWord),
+			asm.StoreMem(asm.R10, offKey+i, asm.R1, asm.DWord),
+		)
+	}
+	insns = append(insns,
+		asm.LoadMapPtr(asm.R1, exitFD),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, offKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.LoadMem(asm.R2, asm.R10, offDelta, asm.DWord),
+	)
+	insns = append(insns, addSample(vHandleSum, vHandleCount, vHandleMin, vHandleMax, "handle")...)
+	return append(insns, epilogue()...)
 }
 
 // Namer is the reason namer chosen from the kvm_exit format.
@@ -232,9 +392,9 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) ([]tracepoint.VCPUS
 		return byVCPU[v], reasons[v]
 	}
 	var k exitKey
-	var n uint64
+	var ev exitValue
 	it := c.exitMap.Iterate()
-	for it.Next(&k, &n) {
+	for it.Next(&k, &ev) {
 		_, rs := get(k.TID)
 		name := c.namer.ExitName(k.Code, k.Sub)
 		r, ok := rs[name]
@@ -242,12 +402,13 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) ([]tracepoint.VCPUS
 			r = &tracepoint.ReasonStats{Reason: name}
 			rs[name] = r
 		}
-		r.Count += n
+		mergeValue(r, ev)
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read the BPF exit map: %w", err)
 	}
 	var tid uint32
+	var n uint64
 	it = c.entries.Iterate()
 	for it.Next(&tid, &n) {
 		v, _ := get(tid)
@@ -278,6 +439,27 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) ([]tracepoint.VCPUS
 	return out, nil
 }
 
+// mergeValue adds one thread's numbers for a reason into r.
+func mergeValue(r *tracepoint.ReasonStats, v exitValue) {
+	r.Count += v.Count
+	if v.GuestCount > 0 {
+		if r.GuestCount == 0 || v.GuestMin < r.GuestMinNS {
+			r.GuestMinNS = v.GuestMin
+		}
+		r.GuestMaxNS = max(r.GuestMaxNS, v.GuestMax)
+		r.GuestCount += v.GuestCount
+		r.GuestSumNS += v.GuestSum
+	}
+	if v.HandleCount > 0 {
+		if r.HandleCount == 0 || v.HandleMin < r.HandleMinNS {
+			r.HandleMinNS = v.HandleMin
+		}
+		r.HandleMaxNS = max(r.HandleMaxNS, v.HandleMax)
+		r.HandleCount += v.HandleCount
+		r.HandleSumNS += v.HandleSum
+	}
+}
+
 // Close detaches the programs and frees the maps.
 func (c *Counter) Close() error {
 	var errs []error
@@ -287,11 +469,11 @@ func (c *Counter) Close() error {
 	for _, p := range c.progs {
 		errs = append(errs, p.Close())
 	}
-	for _, m := range []*ebpf.Map{c.exitMap, c.entries} {
+	for _, m := range []*ebpf.Map{c.exitMap, c.entries, c.state} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	c.links, c.progs, c.exitMap, c.entries = nil, nil, nil, nil
+	c.links, c.progs, c.exitMap, c.entries, c.state = nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
