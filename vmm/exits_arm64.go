@@ -56,10 +56,13 @@ func (m *VM) MMIO(v *vcpu.VCPU, addr uint64, data []byte, write bool) {
 	if !write {
 		clear(data)
 	}
-	if _, seen := m.unmappedSeen.LoadOrStore(addr, struct{}{}); !seen {
+	if log, filled := m.unmappedSeen.first(addr); log {
 		pc, _ := v.Reg(kvm.RegPC)
 		m.log.Warn("guest accessed an unmapped address (reads return 0; logged once per address)",
 			"vcpu", v.ID, "addr", fmt.Sprintf("%#x", addr), "write", write, "size", len(data), "pc", fmt.Sprintf("%#x", pc))
+		if filled {
+			m.log.Warn("guest accessed many unmapped addresses: further ones are counted (unmapped_accesses), not logged", "logged", maxLoggedKeys)
+		}
 	}
 }
 

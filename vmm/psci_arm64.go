@@ -17,7 +17,7 @@ import (
 func (m *VM) newPSCI(mpidrs []uint64) error {
 	pm, err := psci.New(psci.Config{
 		MPIDRs:           mpidrs,
-		ValidEntry:       m.ram.contains,
+		ValidEntry:       m.validEntry,
 		ExternalFeatures: []uint32{psci.SMCCCVersionFID},
 		PendingAsOn:      true,
 	})
@@ -62,6 +62,11 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 			m.log.Error("CPU_ON: target already has a pending start", "target", r.Target)
 		}
 	}
+	if r.X0 == psci.NotSupported.X0() && fid != psci.FnPSCIFeatures {
+		// A function mvm does not implement (PSCI_FEATURES answers
+		// NOT_SUPPORTED about others as a matter of course).
+		m.notSupported(v, fid)
+	}
 	// PSCI returns its result in X0 only; SMCCC lets X1-X3 be anything
 	// after such a call, so they are not written (three ioctls saved).
 	if err := v.SetX(0, r.X0); err != nil {
@@ -85,11 +90,27 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 }
 
 func (m *VM) unknownHypercall(v *vcpu.VCPU, fid uint32) {
-	if _, seen := m.unknownHVC.LoadOrStore(fid, struct{}{}); !seen {
-		m.log.Warn("guest made an SMCCC call mvm does not implement; answered NOT_SUPPORTED (logged once per function)",
-			"vcpu", v.ID, "function", fmt.Sprintf("%#x", fid))
-	}
+	m.notSupported(v, fid)
 	if err := v.SetX(0, psci.NotSupported.X0()); err != nil {
 		m.log.Error("write X0", "vcpu", v.ID, "err", err)
 	}
 }
+
+// notSupported counts an SMCCC call answered NOT_SUPPORTED and logs the
+// first of each function ID (of the first few IDs).
+func (m *VM) notSupported(v *vcpu.VCPU, fid uint32) {
+	m.unknownCount.Add(1)
+	if log, filled := m.unknownHVC.first(uint64(fid)); log {
+		m.log.Warn("guest made an SMCCC call mvm does not implement; answered NOT_SUPPORTED (logged once per function)",
+			"vcpu", v.ID, "function", fmt.Sprintf("%#x", fid))
+		if filled {
+			m.log.Warn("guest made many unknown SMCCC calls: further ones are counted (unknown_smccc_calls), not logged", "logged", maxLoggedKeys)
+		}
+	}
+}
+
+// validEntry is whether a CPU_ON or CPU_SUSPEND entry point can be: inside
+// guest RAM and 4-byte aligned (A64 instructions are; a misaligned PC
+// would fault at the first fetch, DDI 0487 D1.9.1), so INVALID_ADDRESS
+// otherwise.
+func (m *VM) validEntry(addr uint64) bool { return addr%4 == 0 && m.ram.contains(addr) }

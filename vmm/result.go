@@ -27,6 +27,9 @@ type Result struct {
 	Timeline Timeline
 	// UnmappedAccesses counts guest MMIO to addresses with no device.
 	UnmappedAccesses uint64
+	// UnknownSMCCCCalls counts forwarded SMCCC calls mvm does not
+	// implement (answered NOT_SUPPORTED).
+	UnknownSMCCCCalls uint64
 	// VirtioProblems counts driver errors the virtio devices saw (each
 	// kind logged once).
 	VirtioProblems uint64

@@ -23,14 +23,15 @@ type Summary struct {
 	// The CPU_ON path of each secondary (PSCI user mode), step by step
 	// (docs/boot-phases.md): the caller's hypercall exit, the target's
 	// thread awake with the request, its PC and X0 set; -1 where absent.
-	CPUOnExitNS []int64          `json:"cpu_on_exit_ns,omitempty"`
-	WokenNS     []int64          `json:"woken_ns,omitempty"`
-	ResetNS     []int64          `json:"reset_ns,omitempty"`
-	MarksNS     []MarkSummary    `json:"marks"`
-	ConsoleNS   map[string]int64 `json:"console_marks_ns"`
-	Memory      MemorySummary    `json:"memory"`
-	Unmapped    uint64           `json:"unmapped_accesses"`
-	Virtio      uint64           `json:"virtio_problems"`
+	CPUOnExitNS  []int64          `json:"cpu_on_exit_ns,omitempty"`
+	WokenNS      []int64          `json:"woken_ns,omitempty"`
+	ResetNS      []int64          `json:"reset_ns,omitempty"`
+	MarksNS      []MarkSummary    `json:"marks"`
+	ConsoleNS    map[string]int64 `json:"console_marks_ns"`
+	Memory       MemorySummary    `json:"memory"`
+	Unmapped     uint64           `json:"unmapped_accesses"`
+	UnknownSMCCC uint64           `json:"unknown_smccc_calls"`
+	Virtio       uint64           `json:"virtio_problems"`
 	// UserspaceFrom says how kernel_to_user's end was found: "marker" or
 	// "first_user_exit" (docs/boot-phases.md).
 	UserspaceFrom string `json:"userspace_from,omitempty"`
@@ -71,13 +72,14 @@ func (r Result) Summary() Summary {
 	}
 	s := Summary{
 		Exit: r.Exit, PSCI: r.PSCI, CPUs: len(t.CPUs), Reboots: r.Reboots,
-		PhasesNS:  map[string]int64{},
-		ConsoleNS: map[string]int64{},
-		Memory:    MemorySummary{r.Memory.RSS, r.Memory.GuestResident, r.Memory.Overhead(), r.Memory.PrivateOverhead()},
-		Unmapped:  r.UnmappedAccesses,
-		Virtio:    r.VirtioProblems,
-		Profile:   r.Profile,
-		ExitHeat:  r.ExitHeat,
+		PhasesNS:     map[string]int64{},
+		ConsoleNS:    map[string]int64{},
+		Memory:       MemorySummary{r.Memory.RSS, r.Memory.GuestResident, r.Memory.Overhead(), r.Memory.PrivateOverhead()},
+		Unmapped:     r.UnmappedAccesses,
+		UnknownSMCCC: r.UnknownSMCCCCalls,
+		Virtio:       r.VirtioProblems,
+		Profile:      r.Profile,
+		ExitHeat:     r.ExitHeat,
 
 		UserspaceFrom: t.UserspaceFrom,
 	}

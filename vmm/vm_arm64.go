@@ -52,9 +52,10 @@ type VM struct {
 	heat    *exitHeat
 	metrics *metricsServer
 
-	unmappedSeen  sync.Map // guest address -> struct{}: log each once
+	unmappedSeen  *logOnce // guest addresses logged
 	unmappedCount atomic.Uint64
-	unknownHVC    sync.Map // function ID -> struct{}: log each once
+	unknownHVC    *logOnce // SMCCC function IDs logged
+	unknownCount  atomic.Uint64
 
 	events chan endEvent // first guest-initiated end of the run
 
@@ -89,7 +90,8 @@ func New(cfg Config) (*VM, error) {
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Now()
 	}
-	m := &VM{cfg: cfg, log: cfg.Logger, events: make(chan endEvent, 1)}
+	m := &VM{cfg: cfg, log: cfg.Logger, events: make(chan endEvent, 1),
+		unmappedSeen: newLogOnce(maxLoggedKeys), unknownHVC: newLogOnce(maxLoggedKeys)}
 	// Every vCPU thread sits in KVM_RUN holding a P while its guest runs;
 	// with fewer Ps than vCPUs a goroutine woken for a CPU_ON or a device
 	// waits for the runtime to retake one (up to milliseconds). Enough Ps
@@ -503,6 +505,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res.Timeline.ConsoleMarks = m.watcher.marks()
 	res.Timeline.Start = m.cfg.Start
 	res.UnmappedAccesses = m.unmappedCount.Load()
+	res.UnknownSMCCCCalls = m.unknownCount.Load()
 	res.VirtioProblems = m.virtioProblems()
 	res.ExitHeat = m.heat.result()
 	res.Config, res.Host = m.cfg.RunConfig(), CurrentHost()
