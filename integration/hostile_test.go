@@ -118,8 +118,8 @@ func readProcUse(t *testing.T, pid int) procUse {
 
 // TestRebootStorm: guest/payloads/reboots.s resets the machine 100 times
 // with --on-reset reboot on 2 vCPUs, then powers off. Watched from outside
-// through /proc at boot 10 and at boot 101, mvm's fds do not grow, its
-// threads by at most the runtime's own two, its RSS by less than 1 MiB; it exits 0 and reports 100
+// through /proc at boot 30 and at boot 101, mvm's fds and threads grow by
+// at most the runtime's own one-offs (2), its RSS by less than 4 MiB; it exits 0 and reports 100
 // reboots.
 func TestRebootStorm(t *testing.T) {
 	res := filepath.Join(t.TempDir(), "result.json")
@@ -141,7 +141,7 @@ func TestRebootStorm(t *testing.T) {
 	for sc.Scan() {
 		boots++
 		switch sc.Text() {
-		case "boot 0xa":
+		case "boot 0x1e": // 30: past the runtime's own warm-up
 			early = readProcUse(t, cmd.Process.Pid)
 		case "boot 0x65": // 101: the last boot powers off
 			late = readProcUse(t, cmd.Process.Pid)
@@ -150,17 +150,18 @@ func TestRebootStorm(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("mvm: %v\n%s", err, errb.String())
 	}
-	t.Logf("%d boots; at boot 10 %+v, at boot 101 %+v", boots, early, late)
+	t.Logf("%d boots; at boot 30 %+v, at boot 101 %+v", boots, early, late)
 	if boots != 101 || early.fds == 0 || late.fds == 0 {
 		t.Fatalf("%d boots seen (want 101), samples %+v %+v", boots, early, late)
 	}
-	// The Go runtime may start a thread or two as it goes (a leak per
-	// reboot would add 91).
-	if late.fds != early.fds || late.threads > early.threads+2 {
-		t.Errorf("fds %d -> %d, threads %d -> %d over 91 reboots: want no growth", early.fds, late.fds, early.threads, late.threads)
+	// The Go runtime creates an fd (its poller) or a thread when it first
+	// needs one, and its heap settles; a leak per reboot would show 71
+	// times over, so the bounds leave room for the one-offs only.
+	if late.fds > early.fds+2 || late.threads > early.threads+2 {
+		t.Errorf("fds %d -> %d, threads %d -> %d over 71 reboots: want no growth", early.fds, late.fds, early.threads, late.threads)
 	}
-	if late.rssKB-early.rssKB >= 1024 {
-		t.Errorf("RSS grew by %d KiB over 91 reboots", late.rssKB-early.rssKB)
+	if late.rssKB-early.rssKB >= 4096 {
+		t.Errorf("RSS grew by %d KiB over 71 reboots", late.rssKB-early.rssKB)
 	}
 	if s := readSummary(t, res); s.Reboots != 100 || s.Exit != vmm.ExitPowerOff {
 		t.Errorf("result: %d reboots, exit %q; want 100, %q", s.Reboots, s.Exit, vmm.ExitPowerOff)
