@@ -31,7 +31,7 @@ func fixtures() []struct {
 		json, shot string
 		height     int
 	}{
-		{"smp128.json", "report-run.png", 3000},
+		{"smp128.json", "report-run.png", 3600},
 		{"bench-delay.json", "report-bench.png", 2000},
 	}
 }
