@@ -177,11 +177,23 @@ func (v *VCPU) TID() int { return int(v.tid.Load()) }
 // with a mutex and binds a vCPU to a thread only in KVM_RUN, so writing a
 // parked vCPU's core registers from another thread is safe and cheap; the
 // vCPU's thread waits for those writes before it enters.
+//
+// The claim on the registers is taken before the request is posted: the
+// vCPU cannot leave this park until the post, so a claim made while it is
+// parked belongs to this park. (Claiming after the post let a poster that
+// was descheduled between its parked check and its claim write an old
+// request's PC and X0 into a later park: the vCPU then started at the
+// previous CPU_ON's entry with its context_id.)
 func (v *VCPU) PowerOn(req PowerOnRequest) bool {
+	claimed := !req.InitOnly && v.parked.Load() && v.regs.CompareAndSwap(regsNone, regsPoster)
 	if !v.box.post(req) {
+		if claimed {
+			v.regs.Store(regsNone)
+			v.box.wake()
+		}
 		return false
 	}
-	if !req.InitOnly && v.parked.Load() && v.regs.CompareAndSwap(regsNone, regsPoster) {
+	if claimed {
 		v.regsErr = v.setEntry(req)
 		v.regs.Store(regsDone)
 		v.box.wake()
@@ -330,12 +342,17 @@ func (v *VCPU) reset(req PowerOnRequest) error {
 	if req.InitOnly {
 		return nil
 	}
-	if v.regs.CompareAndSwap(regsNone, regsOwner) {
-		return v.setEntry(req)
+	for {
+		if v.regs.CompareAndSwap(regsNone, regsOwner) {
+			return v.setEntry(req)
+		}
+		if v.regs.Load() == regsDone {
+			return v.regsErr
+		}
+		// A poster holds the claim (PowerOn): it writes the registers, or
+		// gives the claim back if its post failed.
+		v.box.waitFor(func() bool { r := v.regs.Load(); return r == regsDone || r == regsNone })
 	}
-	// The poster is writing them (PowerOn).
-	v.box.waitFor(func() bool { return v.regs.Load() == regsDone })
-	return v.regsErr
 }
 
 // setEntry writes PC and, if not zero, X0 for req.
