@@ -441,23 +441,11 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) ([]tracepoint.VCPUS
 
 // mergeValue adds one thread's numbers for a reason into r.
 func mergeValue(r *tracepoint.ReasonStats, v exitValue) {
-	r.Count += v.Count
-	if v.GuestCount > 0 {
-		if r.GuestCount == 0 || v.GuestMin < r.GuestMinNS {
-			r.GuestMinNS = v.GuestMin
-		}
-		r.GuestMaxNS = max(r.GuestMaxNS, v.GuestMax)
-		r.GuestCount += v.GuestCount
-		r.GuestSumNS += v.GuestSum
-	}
-	if v.HandleCount > 0 {
-		if r.HandleCount == 0 || v.HandleMin < r.HandleMinNS {
-			r.HandleMinNS = v.HandleMin
-		}
-		r.HandleMaxNS = max(r.HandleMaxNS, v.HandleMax)
-		r.HandleCount += v.HandleCount
-		r.HandleSumNS += v.HandleSum
-	}
+	r.Merge(&tracepoint.ReasonStats{
+		Count:      v.Count,
+		GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, GuestMinNS: v.GuestMin, GuestMaxNS: v.GuestMax,
+		HandleCount: v.HandleCount, HandleSumNS: v.HandleSum, HandleMinNS: v.HandleMin, HandleMaxNS: v.HandleMax,
+	})
 }
 
 // Close detaches the programs and frees the maps.

@@ -87,7 +87,9 @@ func (s *ReasonStats) addHandle(ns uint64) {
 	s.HandleSumNS += ns
 }
 
-func (s *ReasonStats) merge(o *ReasonStats) {
+// Merge adds o's counts and times into s (min and max over both). The
+// BPF source merges its per-thread map values with it too.
+func (s *ReasonStats) Merge(o *ReasonStats) {
 	s.Count += o.Count
 	if o.GuestCount > 0 {
 		if s.GuestCount == 0 || o.GuestMinNS < s.GuestMinNS {
@@ -373,7 +375,7 @@ func (a *Aggregator) Snapshot() []VCPUStats {
 				m = &ReasonStats{Reason: name}
 				reasons[vcpu][name] = m
 			}
-			m.merge(rs)
+			m.Merge(rs)
 			rows[vcpu][name] = mergeRows(rows[vcpu][name], a.snapshotRows(tid, name))
 		}
 	}
@@ -412,7 +414,7 @@ func Total(vs []VCPUStats) VCPUStats {
 				s = &ReasonStats{Reason: r.Reason}
 				byName[r.Reason] = s
 			}
-			s.merge(r)
+			s.Merge(r)
 			s.Breakdown = mergeRows(s.Breakdown, r.Breakdown)
 		}
 	}
