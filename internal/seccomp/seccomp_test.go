@@ -58,11 +58,20 @@ func testRules(pid int) []Rule {
 func child(call string) int {
 	ppid := os.Getppid() // before getppid is refused
 	park := make(chan struct{})
+	locked := make(chan struct{})
 	for range 4 {
 		go func() {
 			runtime.LockOSThread()
+			locked <- struct{}{}
 			<-park
 		}()
+	}
+	// Each parked goroutine holds a thread of its own before Install, so
+	// the filter must reach threads that already exist (TSYNC); without
+	// this wait a goroutine might not have run yet and the test counted
+	// too few threads.
+	for range 4 {
+		<-locked
 	}
 	prog, err := Assemble(testArch(), testRules(os.Getpid()))
 	if err == nil {
