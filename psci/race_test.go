@@ -70,7 +70,14 @@ func TestConcurrentCPUOn(t *testing.T) {
 							}
 							select {
 							case <-allDone:
-								startedRacing <- fmt.Errorf("target never became ON_PENDING")
+								// The callers may all have finished between the
+								// state check above and this select: look once
+								// more now that nothing else changes the state.
+								if st, _ := m.State(target); st == StateOnPending {
+									startedRacing <- m.Started(target)
+								} else {
+									startedRacing <- fmt.Errorf("target never became ON_PENDING (state %v)", st)
+								}
 								return
 							default:
 								runtime.Gosched()
