@@ -8,8 +8,10 @@
 // delta against the baseline, Mann-Whitney U p-value through
 // golang.org/x/perf/benchmath) with the regression decision, and the three
 // renderings: an LKML-style table, JSON with every run's raw numbers, and the
-// Go benchmark format that benchstat reads. Running one boot is a function
-// the caller supplies (the CLI execs `mvm run` once per boot).
+// Go benchmark format that benchstat reads. Exec runs the boots, each a
+// child `mvm run` process (so vmm_setup starts at a real process start),
+// and Progress shows how far they are; Execute takes any Runner, so the
+// schedule and records test without booting.
 //
 // docs/boot-phases.md defines where each phase's clock starts and stops.
 package bench

@@ -5,21 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
 	"github.com/mvm-dev/mvm/bench"
 	"github.com/mvm-dev/mvm/report"
@@ -228,16 +222,16 @@ func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag) error {
 	jobs := bench.Schedule(rep.Config.Variants, f.runs, f.warmup)
 	fmt.Fprintf(os.Stderr, "mvm bench: %d boots: %d variant(s) x vCPUs %s x %d runs, %d warm-up\n",
 		len(jobs), len(rep.Config.Variants), bench.FormatCPUList(bench.Rows(rep.Config.Variants)), f.runs, f.warmup*len(rep.Config.Variants))
-	prog := newBenchProgress(os.Stderr, len(jobs), log)
-	ex := &benchExec{
-		exe: exe, tmp: tmp, timeout: f.timeout, quiet: rep.Config.Quiet,
-		console: f.console, consoleDir: f.consoleDir, common: rep.Config.CommonArgs,
-		variants: rep.Config.Variants, log: log, starting: prog.starting,
+	prog := bench.NewProgress(os.Stderr, len(jobs), log)
+	ex := &bench.Exec{
+		Exe: exe, Tmp: tmp, Timeout: f.timeout, Quiet: rep.Config.Quiet,
+		Console: f.console, ConsoleDir: f.consoleDir, Common: rep.Config.CommonArgs,
+		Variants: rep.Config.Variants, Log: log, Starting: prog.Starting,
 	}
 	rep.Started = time.Now()
-	rep.Runs, rep.Interrupted = bench.Execute(ctx, jobs, ex.run, prog.done)
+	rep.Runs, rep.Interrupted = bench.Execute(ctx, jobs, ex.Run, prog.Done)
 	rep.Finished = time.Now()
-	prog.finish()
+	prog.Finish()
 
 	if err := rep.Reanalyze(opt); err != nil {
 		return usageError{err}
@@ -488,221 +482,4 @@ func writeTo(cmd *cobra.Command, path string, write func(io.Writer) error) error
 		return err
 	}
 	return fh.Close()
-}
-
-// benchExec boots one job as a child `mvm run` process.
-type benchExec struct {
-	exe, tmp   string
-	timeout    time.Duration
-	quiet      bool
-	console    string
-	consoleDir string
-	common     []string
-	variants   []bench.Variant
-	log        *slog.Logger
-	starting   func(bench.Job)
-}
-
-// stopGrace is how long a run may take to stop after SIGTERM (it writes
-// its result first) before it is killed.
-const stopGrace = 10 * time.Second
-
-func (b *benchExec) run(ctx context.Context, job bench.Job) bench.Run {
-	if b.starting != nil {
-		b.starting(job)
-	}
-	var v bench.Variant
-	for _, x := range b.variants {
-		if x.Name == job.Variant {
-			v = x
-		}
-	}
-	res := filepath.Join(b.tmp, fmt.Sprintf("run-%d.json", job.Seq))
-	console := b.console
-	if b.consoleDir != "" {
-		console = "file:" + filepath.Join(b.consoleDir, fmt.Sprintf("run-%03d-%s-cpus%d.log", job.Seq, job.Variant, job.CPUs))
-	}
-	args := bench.RunArgs(v.Settings, job.CPUs, b.quiet)
-	args = append(args, "--console", console, "--result-json", res)
-	args = append(args, b.common...)
-	r := bench.Run{Args: args}
-
-	rctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(rctx, b.exe, args...)
-	// SIGTERM rather than the default SIGKILL: mvm stops the guest and
-	// still writes its result, which the record keeps.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = stopGrace
-	stderr := &tailBuffer{max: 4096}
-	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	b.log.Debug("bench: start run", "seq", job.Seq, "args", strings.Join(args, " "))
-	t0 := time.Now()
-	err := cmd.Run()
-	wall := time.Since(t0)
-
-	r.PhasesNS = map[string]int64{}
-	if ps := cmd.ProcessState; ps != nil {
-		r.ExitCode = ps.ExitCode()
-		r.PhasesNS[bench.PhaseProcessWall] = int64(wall)
-		r.PhasesNS[bench.PhaseProcessCPU] = int64(ps.UserTime() + ps.SystemTime())
-	}
-	if data, rerr := os.ReadFile(res); rerr == nil {
-		sum, prof, perr := bench.ParseResult(data)
-		if perr == nil {
-			r.Summary, r.Profile = sum, prof
-			for k, v := range bench.Phases(sum) {
-				r.PhasesNS[k] = v
-			}
-		} else if err == nil {
-			err = perr
-		}
-		os.Remove(res)
-	} else if err == nil {
-		err = fmt.Errorf("mvm run wrote no result: %w", rerr)
-	}
-
-	switch {
-	case ctx.Err() != nil:
-		r.Status, r.Error = bench.StatusInterrupted, "interrupted"
-	case errors.Is(rctx.Err(), context.DeadlineExceeded):
-		r.Status, r.Error = bench.StatusFailed, fmt.Sprintf("timed out after %v and was stopped", b.timeout)
-	case err != nil:
-		r.Status = bench.StatusFailed
-		r.Error = strings.TrimSpace(stderr.String())
-		if killedBySIGSYS(cmd.ProcessState) {
-			// The seccomp filter killed the run: say so, it prints nothing.
-			r.Error = "killed by SIGSYS: a system call outside mvm's seccomp allow-list (docs/seccomp.md; dmesg names it)"
-		} else if r.Error == "" {
-			r.Error = err.Error()
-		} else if r.ExitCode > 0 {
-			r.Error = fmt.Sprintf("exit status %d: %s", r.ExitCode, r.Error)
-		}
-	default:
-		r.Status = bench.StatusOK
-	}
-	return r
-}
-
-// tailBuffer keeps the last max bytes written to it: the end of a failed
-// run's stderr says why it failed.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = t.b[over:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
-
-// benchProgress shows how far the bench is: a progress bar with an ETA on
-// a terminal, one line per run otherwise (CI logs).
-type benchProgress struct {
-	w     io.Writer
-	bar   *progressbar.ProgressBar
-	start time.Time
-	total int
-	log   *slog.Logger
-}
-
-func newBenchProgress(w *os.File, total int, log *slog.Logger) *benchProgress {
-	p := &benchProgress{w: w, start: time.Now(), total: total, log: log}
-	if term.IsTerminal(int(w.Fd())) {
-		p.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("booting"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionClearOnFinish(),
-		)
-		p.bar.RenderBlank()
-	}
-	return p
-}
-
-func (p *benchProgress) starting(j bench.Job) {
-	if p.bar != nil {
-		p.bar.Describe(jobText(j))
-	}
-}
-
-func jobText(j bench.Job) string {
-	s := fmt.Sprintf("%s, %d vCPU", j.Variant, j.CPUs)
-	if j.CPUs != 1 {
-		s += "s"
-	}
-	if j.Warmup {
-		s += ", warm-up"
-	}
-	return s
-}
-
-func (p *benchProgress) done(r bench.Run, n, total int) {
-	if p.bar != nil {
-		if r.Status == bench.StatusFailed {
-			p.bar.Clear()
-			fmt.Fprintf(p.w, "mvm bench: run %s failed: %s\n", bench.RunName(r), lastLine(r.Error))
-		}
-		p.bar.Add(1)
-		return
-	}
-	elapsed := time.Since(p.start)
-	eta := time.Duration(float64(elapsed) / float64(n) * float64(total-n)).Round(time.Second)
-	what := "ok"
-	switch r.Status {
-	case bench.StatusFailed:
-		what = "FAILED: " + lastLine(r.Error)
-	case bench.StatusInterrupted:
-		what = "interrupted"
-	default:
-		if t, ok := r.PhasesNS[vmm.PhaseTotal]; ok {
-			what += fmt.Sprintf(", total %.3f s", float64(t)/1e9)
-		}
-		if t, ok := r.PhasesNS[vmm.PhaseKernelToUser]; ok {
-			what += fmt.Sprintf(", kernel_to_user %.3f s", float64(t)/1e9)
-		}
-	}
-	fmt.Fprintf(p.w, "mvm bench: run %d/%d %s: %s; ETA %v\n", n, total, bench.RunName(r), what, eta)
-}
-
-func (p *benchProgress) finish() {
-	if p.bar != nil {
-		p.bar.Finish()
-		fmt.Fprintln(p.w)
-	}
-	p.log.Debug("bench: runs finished", "elapsed", time.Since(p.start).Round(time.Millisecond))
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		// mvm's own error is its last line; earlier ones are log output.
-		return s[i+1:]
-	}
-	return s
-}
-
-// killedBySIGSYS reports whether a finished run was killed by SIGSYS, which
-// is what mvm's seccomp filter does on a call outside its allow-list.
-func killedBySIGSYS(ps *os.ProcessState) bool {
-	if ps == nil {
-		return false
-	}
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGSYS
 }

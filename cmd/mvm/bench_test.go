@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -389,7 +390,7 @@ func TestBenchInterrupt(t *testing.T) {
 	fakeChildren(t)
 	cmd.Env = os.Environ()
 	var out bytes.Buffer
-	stderr := &tailBuffer{max: 1 << 20}
+	stderr := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = &out, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -413,6 +414,25 @@ func TestBenchInterrupt(t *testing.T) {
 	if !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
+}
+
+// lockedBuffer is a bytes.Buffer the child's stderr copier writes while
+// the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func mustReadReport(t *testing.T, path string) *bench.Report {
