@@ -85,17 +85,7 @@ func Phases(s *vmm.Summary) map[string]int64 {
 			p[k] = v
 		}
 	}
-	firstRun := int64(-1)
-	if len(s.EnteredNS) > 0 {
-		firstRun = s.EnteredNS[0]
-	}
-	// The first CPU_ON serviced, as the secondaries phase starts.
-	firstOn := int64(-1)
-	for i, on := range s.CPUOnNS {
-		if i > 0 && on >= 0 && (firstOn < 0 || on < firstOn) {
-			firstOn = on
-		}
-	}
+	firstRun, firstOn := s.FirstRunNS(), s.FirstCPUOnNS()
 	for name, at := range s.ConsoleNS {
 		if at < 0 {
 			continue

@@ -238,18 +238,7 @@ func orDash(s string) string {
 type moments struct{ firstRun, firstOn, lastIn, end float64 }
 
 func momentsOf(s *vmm.Summary) moments {
-	m := moments{firstRun: -1, firstOn: -1, lastIn: -1, end: -1}
-	if len(s.EnteredNS) > 0 && s.EnteredNS[0] >= 0 {
-		m.firstRun = float64(s.EnteredNS[0])
-	}
-	for i := 1; i < len(s.CPUOnNS); i++ {
-		if on := float64(s.CPUOnNS[i]); on >= 0 && (m.firstOn < 0 || on < m.firstOn) {
-			m.firstOn = on
-		}
-	}
-	for i := 1; i < len(s.EnteredNS); i++ {
-		m.lastIn = max(m.lastIn, float64(s.EnteredNS[i]))
-	}
+	m := moments{firstRun: float64(s.FirstRunNS()), firstOn: float64(s.FirstCPUOnNS()), lastIn: float64(s.LastEnteredNS()), end: -1}
 	if t, ok := s.PhasesNS[vmm.PhaseTotal]; ok {
 		m.end = float64(t)
 	}
