@@ -213,13 +213,13 @@ func writeProfileDiffs(w io.Writer, r *Report) {
 	fmt.Fprintln(tw, "ncpu\tvariant\tsource\trow\tcount base\tcount\tdelta\tp\ttime base [ms]\ttime [ms]\t")
 	for _, d := range diffs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%.3g\t%.1f\t%.1f\t\n", d.CPUs, d.Variant, d.Source, d.Row(),
-			d.BaseCount, d.VarCount, pct(d.BaseCount, d.VarCount), d.P, d.BaseNS/1e6, d.VarNS/1e6)
+			d.BaseCount, d.VarCount, PctChange(d.BaseCount, d.VarCount), d.P, d.BaseNS/1e6, d.VarNS/1e6)
 	}
 	tw.Flush()
 	var lines []string
 	for _, d := range diffs {
 		if d.Significant && len(lines) < 3 {
-			lines = append(lines, fmt.Sprintf("%s %s %s (p=%.3g)", d.Row(), "exits", pct(d.BaseCount, d.VarCount), d.P))
+			lines = append(lines, fmt.Sprintf("%s %s %s (p=%.3g)", d.Row(), "exits", PctChange(d.BaseCount, d.VarCount), d.P))
 		}
 	}
 	if len(lines) > 0 {
@@ -227,7 +227,10 @@ func writeProfileDiffs(w io.Writer, r *Report) {
 	}
 }
 
-func pct(a, b float64) string {
+// PctChange renders the change from a to b in percent ("+12.5%"), "new"
+// when a is zero and b is not: the delta column of the exit-profile
+// comparison, in the table and the HTML report alike.
+func PctChange(a, b float64) string {
 	if a == 0 {
 		if b == 0 {
 			return "0%"

@@ -146,8 +146,8 @@ func newBenchView(r *bench.Report, source string) benchView {
 	}
 	for _, d := range diffs {
 		row := diffRow{CPUs: d.CPUs, Variant: d.Variant, Source: d.Source, Reason: fmt.Sprintf("%s (p=%.3g)", d.Row(), d.P),
-			BaseCount: fmt.Sprintf("%.0f", d.BaseCount), VarCount: fmt.Sprintf("%.0f", d.VarCount), CountDelta: pctChange(d.BaseCount, d.VarCount),
-			BaseTime: ms(d.BaseNS), VarTime: ms(d.VarNS), TimeDelta: pctChange(d.BaseNS, d.VarNS), Color: colors[d.Variant]}
+			BaseCount: fmt.Sprintf("%.0f", d.BaseCount), VarCount: fmt.Sprintf("%.0f", d.VarCount), CountDelta: bench.PctChange(d.BaseCount, d.VarCount),
+			BaseTime: ms(d.BaseNS), VarTime: ms(d.VarNS), TimeDelta: bench.PctChange(d.BaseNS, d.VarNS), Color: colors[d.Variant]}
 		if maxCount > 0 {
 			row.BaseW, row.VarW = 110*d.BaseCount/maxCount, 110*d.VarCount/maxCount
 		}
@@ -196,16 +196,6 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
-}
-
-func pctChange(a, b float64) string {
-	if a == 0 {
-		if b == 0 {
-			return "0%"
-		}
-		return "new"
-	}
-	return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
 }
 
 // newBenchPhase draws one phase: a row per (vCPU count, variant) with every
