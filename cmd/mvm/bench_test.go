@@ -353,6 +353,8 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--kernel", k, "--cpus", "0"}, "--cpus"},
 		{[]string{"--kernel", k, "--variant", "A:cpus=2"}, "baseline"},
 		{[]string{"--kernel", k, "--variant", "B:memory=lots"}, "memory=lots"},
+		{[]string{"--kernel", k, "--memory", "lots"}, `--memory: bad size "lots"`},
+		{[]string{"--kernel", k, "--psci", "maybe"}, "--psci: "},
 		{[]string{"--kernel", k, "--format", "xml"}, "--format"},
 		{[]string{"--kernel", k, "--baseline", "Z"}, "--baseline Z"},
 		{[]string{"--kernel", k, "--alpha", "2"}, "--alpha"},
