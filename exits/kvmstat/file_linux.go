@@ -8,18 +8,15 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
-)
 
-// kvmGetStatsFD is KVM_GET_STATS_FD = _IO(KVMIO, 0xce) with KVMIO = 0xAE
-// (include/uapi/linux/kvm.h). _IO has no direction or size bits, so the
-// number is the same on arm64 and amd64.
-const kvmGetStatsFD = 0xAE<<8 | 0xCE
+	"github.com/mvm-dev/mvm/internal/kvm"
+)
 
 // GetStatsFD issues KVM_GET_STATS_FD on a VM or vCPU file descriptor and
 // returns the stats file. The file is read with pread (os.File.ReadAt);
 // the kernel creates it close-on-exec.
 func GetStatsFD(fd uintptr) (*os.File, error) {
-	r, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvmGetStatsFD, 0)
+	r, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqGetStatsFD, 0)
 	if errno != 0 {
 		if errors.Is(errno, unix.ENOTTY) || errors.Is(errno, unix.EINVAL) {
 			return nil, fmt.Errorf("KVM_GET_STATS_FD on fd %d: %w (kernel without binary stats, Linux < 5.14?)", fd, errno)

@@ -16,16 +16,9 @@ type ioeventfd struct {
 	_         [36]uint8
 }
 
-// KVM_IOEVENTFD flags (api.rst 4.59): DATAMATCH makes the eventfd fire only
-// for a write of exactly Datamatch; DEASSIGN removes a registration. There
-// is no PIO on arm64.
-const (
-	ioeventfdFlagDatamatch = 1 << 0
-	ioeventfdFlagDeassign  = 1 << 2
-)
-
-// reqIOEventFD is _IOW(KVMIO, 0x79, struct kvm_ioeventfd).
-const reqIOEventFD = iocWrite<<30 | 64<<16 | kvmIO<<8 | 0x79
+// KVM_IOEVENTFD_FLAG_DATAMATCH (api.rst 4.59): the eventfd fires only for
+// a write of exactly Datamatch. (There is no PIO on arm64.)
+const ioeventfdFlagDatamatch = 1 << 0
 
 // IOEventFD makes a guest write of len bytes (4 for a virtio-mmio
 // register) with value match at the MMIO address addr signal the eventfd
@@ -33,13 +26,6 @@ const reqIOEventFD = iocWrite<<30 | 64<<16 | kvmIO<<8 | 0x79
 // Writes of other values still exit to userspace.
 func IOEventFD(vm uintptr, addr uint64, length uint32, match uint64, fd int) error {
 	e := ioeventfd{Datamatch: match, Addr: addr, Len: length, Fd: int32(fd), Flags: ioeventfdFlagDatamatch}
-	_, err := ioctl(vm, reqIOEventFD, uintptr(unsafe.Pointer(&e)))
-	return err
-}
-
-// RemoveIOEventFD undoes IOEventFD with the same arguments.
-func RemoveIOEventFD(vm uintptr, addr uint64, length uint32, match uint64, fd int) error {
-	e := ioeventfd{Datamatch: match, Addr: addr, Len: length, Fd: int32(fd), Flags: ioeventfdFlagDatamatch | ioeventfdFlagDeassign}
 	_, err := ioctl(vm, reqIOEventFD, uintptr(unsafe.Pointer(&e)))
 	return err
 }

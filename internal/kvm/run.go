@@ -12,32 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Exit reasons (KVM_EXIT_* in include/uapi/linux/kvm.h).
-const (
-	ExitUnknown       = 0
-	ExitException     = 1
-	ExitIO            = 2
-	ExitHypercall     = 3
-	ExitDebug         = 4
-	ExitHLT           = 5
-	ExitMMIO          = 6
-	ExitShutdown      = 8
-	ExitFailEntry     = 9
-	ExitIntr          = 10
-	ExitInternalError = 17
-	ExitSystemEvent   = 24
-	ExitARMNISV       = 28
-)
-
-// System event types (kvm_run.system_event.type).
-const (
-	SystemEventShutdown = 1
-	SystemEventReset    = 2
-	SystemEventCrash    = 3
-	SystemEventWakeup   = 4
-	SystemEventSuspend  = 5
-)
-
 // Offsets into struct kvm_run: the fixed header is 32 bytes on every
 // architecture, then the exit union.
 const (

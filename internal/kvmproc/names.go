@@ -3,6 +3,8 @@ package kvmproc
 import (
 	"strconv"
 	"strings"
+
+	"github.com/mvm-dev/mvm/internal/kvm"
 )
 
 // Kind says what a KVM file descriptor is.
@@ -99,11 +101,6 @@ func VCPUFromName(name string) (vcpu int, vmm string, ok bool) {
 	return 0, "", false
 }
 
-// kvmRun is KVM_RUN = _IO(KVMIO, 0x80), KVMIO = 0xAE
-// (include/uapi/linux/kvm.h); _IO has no size or direction bits, so it is
-// the same number on every architecture.
-const kvmRun = 0xAE<<8 | 0x80
-
 // ParseSyscall reads /proc/PID/task/TID/syscall (fs/proc/base.c,
 // proc_pid_syscall: "NR ARG0 ARG1 ... SP PC" in decimal and hex, "running"
 // for a task on a CPU, "-1 SP PC" outside a system call) and reports the
@@ -120,7 +117,7 @@ func ParseSyscall(line string, ioctlNR uint64) (fd int, ok bool) {
 	}
 	a0, err0 := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
 	a1, err1 := strconv.ParseUint(strings.TrimPrefix(f[2], "0x"), 16, 64)
-	if err0 != nil || err1 != nil || a1 != kvmRun || a0 > 1<<31-1 {
+	if err0 != nil || err1 != nil || a1 != kvm.ReqRun || a0 > 1<<31-1 {
 		return 0, false
 	}
 	return int(a0), true

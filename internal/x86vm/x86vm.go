@@ -15,6 +15,8 @@ import (
 
 	"github.com/c35s/hype/kvm"
 	"golang.org/x/sys/unix"
+
+	ukvm "github.com/mvm-dev/mvm/internal/kvm"
 )
 
 // DonePort is the I/O port the guest writes once when it has finished.
@@ -26,11 +28,11 @@ const (
 	CodeAddr = 0x1000
 )
 
-// KVM_EXIT_* values (include/uapi/linux/kvm.h) the helper handles.
+// The KVM_EXIT_* values the helper handles (internal/kvm has them all).
 const (
-	ExitIO   = 2
-	ExitHLT  = 5
-	ExitIntr = 10
+	ExitIO   = ukvm.ExitIO
+	ExitHLT  = ukvm.ExitHLT
+	ExitIntr = ukvm.ExitIntr
 )
 
 // Program is what the guest does.
