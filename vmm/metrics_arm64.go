@@ -11,9 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/mvm-dev/mvm/exits/metrics"
 )
 
@@ -31,22 +28,9 @@ func newMetricsServer(addr string, m *VM) (*metricsServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
-	reg := prometheus.NewRegistry()
 	col := metrics.NewCollector(metrics.CollectorConfig{Recorders: m.prof.rec, KVMStats: m.prof.liveStats, Trace: m.prof.trace()})
-	if err := reg.Register(col); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("register exit metrics: %w", err)
-	}
-	if err := reg.Register(metrics.NewStatsCollector(m.prof.liveStats)); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("register KVM stats metrics: %w", err)
-	}
-	if err := reg.Register(newTimelineCollector(m)); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("register timeline metrics: %w", err)
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metrics.Handler(col, timelineSource{m}))
 	return &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
 }
 
@@ -68,36 +52,12 @@ func (s *metricsServer) stop() {
 	})
 }
 
-// timelineCollector exports the bring-up timeline, in seconds since the VMM
+// timelineSource exports the bring-up timeline, in seconds since the VMM
 // started: when mvm serviced each secondary's CPU_ON and when that vCPU
 // first entered the guest, plus the boot phases measured so far.
-type timelineCollector struct {
-	m                                 *VM
-	cpuOnDesc, enteredDesc, phaseDesc *prometheus.Desc
-}
+type timelineSource struct{ m *VM }
 
-func newTimelineCollector(m *VM) *timelineCollector {
-	return &timelineCollector{
-		m: m,
-		cpuOnDesc: prometheus.NewDesc("mvm_vcpu_cpu_on_seconds",
-			"When mvm serviced the PSCI CPU_ON for this vCPU, seconds since the VMM started (user PSCI only).",
-			[]string{"vcpu"}, nil),
-		enteredDesc: prometheus.NewDesc("mvm_vcpu_first_entry_seconds",
-			"When this vCPU first entered the guest after its power-on, seconds since the VMM started.",
-			[]string{"vcpu"}, nil),
-		phaseDesc: prometheus.NewDesc("mvm_boot_phase_seconds",
-			"Boot phases observed so far (docs/boot-phases.md).",
-			[]string{"phase"}, nil),
-	}
-}
-
-func (c *timelineCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.cpuOnDesc
-	ch <- c.enteredDesc
-	ch <- c.phaseDesc
-}
-
-func (c *timelineCollector) Collect(ch chan<- prometheus.Metric) {
+func (c timelineSource) Families() []metrics.Family {
 	m := c.m
 	m.mu.Lock()
 	t := m.timeline
@@ -105,16 +65,23 @@ func (c *timelineCollector) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Unlock()
 	t.Start = m.cfg.Start
 	t.ConsoleMarks = m.watcher.marks()
+	cpuOn := metrics.Family{Name: "mvm_vcpu_cpu_on_seconds", Kind: metrics.Gauge,
+		Help: "When mvm serviced the PSCI CPU_ON for this vCPU, seconds since the VMM started (user PSCI only)."}
+	entered := metrics.Family{Name: "mvm_vcpu_first_entry_seconds", Kind: metrics.Gauge,
+		Help: "When this vCPU first entered the guest after its power-on, seconds since the VMM started."}
+	phases := metrics.Family{Name: "mvm_boot_phase_seconds", Kind: metrics.Gauge,
+		Help: "Boot phases observed so far (docs/boot-phases.md)."}
 	for i, cpu := range t.CPUs {
-		id := strconv.Itoa(i)
+		id := []metrics.Label{{Name: "vcpu", Value: strconv.Itoa(i)}}
 		if !cpu.CPUOn.IsZero() {
-			ch <- prometheus.MustNewConstMetric(c.cpuOnDesc, prometheus.GaugeValue, cpu.CPUOn.Sub(t.Start).Seconds(), id)
+			cpuOn.Series = append(cpuOn.Series, metrics.Series{Labels: id, Value: cpu.CPUOn.Sub(t.Start).Seconds()})
 		}
 		if !cpu.Entered.IsZero() {
-			ch <- prometheus.MustNewConstMetric(c.enteredDesc, prometheus.GaugeValue, cpu.Entered.Sub(t.Start).Seconds(), id)
+			entered.Series = append(entered.Series, metrics.Series{Labels: id, Value: cpu.Entered.Sub(t.Start).Seconds()})
 		}
 	}
 	for name, d := range t.Phases() {
-		ch <- prometheus.MustNewConstMetric(c.phaseDesc, prometheus.GaugeValue, d.Seconds(), name)
+		phases.Series = append(phases.Series, metrics.Series{Labels: []metrics.Label{{Name: "phase", Value: name}}, Value: d.Seconds()})
 	}
+	return []metrics.Family{cpuOn, entered, phases}
 }

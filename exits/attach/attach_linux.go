@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/exits"
@@ -701,13 +699,8 @@ func (r *run) serveMetrics() (*http.Server, error) {
 	if r.trace != nil {
 		cc.Trace = r.trace.Aggregator()
 	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(metrics.NewCollector(cc)); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("register exit metrics: %w", err)
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metrics.Handler(metrics.NewCollector(cc)))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil

@@ -1,6 +1,7 @@
 // Package metrics exports mvm's exit numbers as Prometheus metrics: a
 // collector that reads the userspace recorders, the tracepoint aggregate
-// and fresh KVM stats at scrape time.
+// and fresh KVM stats at scrape time, and a writer and HTTP handler for
+// the text exposition format (expose.go).
 package metrics
 
 import (
@@ -8,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
@@ -25,15 +24,14 @@ type CollectorConfig struct {
 	// Trace is the tracepoint aggregate, when tracepoints are in use.
 	Trace *tracepoint.Aggregator
 	// KVMStats returns fresh KVM stats snapshots; it is called once per
-	// scrape. Its metrics come from the StatsCollector (see
-	// NewStatsCollector), whose metric names depend on the kernel's
-	// descriptors.
+	// scrape. Its families are a StatsCollector's (see NewStatsCollector),
+	// whose metric names depend on the kernel's descriptors.
 	KVMStats func() ([]kvmstat.Labeled, error)
 }
 
-// Collector is a prometheus.Collector over exit numbers. It reads the
-// recorders, the tracepoint aggregate and the stats callback at scrape
-// time, so it needs no goroutine of its own:
+// Collector is a Source over exit numbers. It reads the recorders, the
+// tracepoint aggregate and the stats callback at scrape time, so it needs
+// no goroutine of its own:
 //
 //	mvm_exits_total{vcpu,source,reason}       counter
 //	mvm_exit_handle_seconds{vcpu,reason}      histogram (userspace exits)
@@ -43,34 +41,25 @@ type CollectorConfig struct {
 //	                                          rest as key="other")
 //	mvm_vcpu_state{vcpu,state}                gauge, 1 for the current state
 //
-// The KVM stats are exported by StatsCollector, one family per stat.
+// and, when CollectorConfig.KVMStats is set, the KVM stats as a
+// StatsCollector exports them, one family per stat.
 type Collector struct {
 	mu  sync.Mutex
 	cfg CollectorConfig
-
-	exits, handle, psci, breakdown, state *prometheus.Desc
 }
+
+// The Collector's families' help texts.
+const (
+	exitsHelp     = "VM exits by vCPU, source (userspace: KVM_RUN returns; tracepoint: kvm:kvm_exit) and reason."
+	handleHelp    = "Time the VMM spent handling userspace exits, from KVM_RUN's return to the next KVM_RUN (log2 buckets)."
+	psciHelp      = "PSCI/SMCCC calls forwarded to the VMM, by function, over all vCPUs."
+	breakdownHelp = "VM exits of all vCPUs below the exception class (kvm tracepoints): SYS64 by system register, DABT_LOW/IABT_LOW by device, HVC64/SMC64 by function, WFx by WFI/WFE; the top keys per reason, the rest as key=\"other\"."
+	stateHelp     = "1 for the state the vCPU is in, 0 for the others."
+)
 
 // NewCollector returns a collector reading from cfg.
 func NewCollector(cfg CollectorConfig) *Collector {
-	return &Collector{
-		cfg: cfg,
-		exits: prometheus.NewDesc("mvm_exits_total",
-			"VM exits by vCPU, source (userspace: KVM_RUN returns; tracepoint: kvm:kvm_exit) and reason.",
-			[]string{"vcpu", "source", "reason"}, nil),
-		handle: prometheus.NewDesc("mvm_exit_handle_seconds",
-			"Time the VMM spent handling userspace exits, from KVM_RUN's return to the next KVM_RUN (log2 buckets).",
-			[]string{"vcpu", "reason"}, nil),
-		psci: prometheus.NewDesc("mvm_psci_calls_total",
-			"PSCI/SMCCC calls forwarded to the VMM, by function, over all vCPUs.",
-			[]string{"function"}, nil),
-		breakdown: prometheus.NewDesc("mvm_exit_breakdown_total",
-			"VM exits of all vCPUs below the exception class (kvm tracepoints): SYS64 by system register, DABT_LOW/IABT_LOW by device, HVC64/SMC64 by function, WFx by WFI/WFE; the top keys per reason, the rest as key=\"other\".",
-			[]string{"reason", "key"}, nil),
-		state: prometheus.NewDesc("mvm_vcpu_state",
-			"1 for the state the vCPU is in, 0 for the others.",
-			[]string{"vcpu", "state"}, nil),
-	}
+	return &Collector{cfg: cfg}
 }
 
 // AddRecorder adds a vCPU's recorder (for vCPUs created after the collector).
@@ -87,19 +76,18 @@ func (c *Collector) SetTrace(a *tracepoint.Aggregator) {
 	c.cfg.Trace = a
 }
 
-// Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.exits, c.handle, c.psci, c.breakdown, c.state} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+// Families implements Source.
+func (c *Collector) Families() []Family {
 	c.mu.Lock()
 	cfg := c.cfg
 	cfg.Recorders = slices.Clone(cfg.Recorders)
 	c.mu.Unlock()
+
+	ex := Family{Name: "mvm_exits_total", Help: exitsHelp, Kind: Counter}
+	handle := Family{Name: "mvm_exit_handle_seconds", Help: handleHelp, Kind: Histogram}
+	psciFam := Family{Name: "mvm_psci_calls_total", Help: psciHelp, Kind: Counter}
+	breakdown := Family{Name: "mvm_exit_breakdown_total", Help: breakdownHelp, Kind: Counter}
+	state := Family{Name: "mvm_vcpu_state", Help: stateHelp, Kind: Gauge}
 
 	psci := make(map[string]uint64)
 	for _, r := range cfg.Recorders {
@@ -110,11 +98,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if st == snap.State {
 				v = 1
 			}
-			c.send(ch, c.state, prometheus.GaugeValue, v, vcpu, st.String())
+			state.Series = append(state.Series, Series{Labels: []Label{{"vcpu", vcpu}, {"state", st.String()}}, Value: v})
 		}
 		for _, k := range snap.Keys {
-			c.send(ch, c.exits, prometheus.CounterValue, float64(k.Count), vcpu, exits.SourceUserspace, k.Name)
-			c.sendHistogram(ch, k, vcpu)
+			ex.Series = append(ex.Series, Series{Labels: []Label{{"vcpu", vcpu}, {"source", exits.SourceUserspace}, {"reason", k.Name}}, Value: float64(k.Count)})
+			handle.Series = append(handle.Series, histogramOf(k, vcpu))
 			if k.Kind == userspace.KindHypercall {
 				fn := k.Sub
 				if fn == "" {
@@ -124,13 +112,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	fns := make([]string, 0, len(psci))
-	for fn := range psci {
-		fns = append(fns, fn)
-	}
-	slices.Sort(fns)
-	for _, fn := range fns {
-		c.send(ch, c.psci, prometheus.CounterValue, float64(psci[fn]), fn)
+	for fn, n := range psci {
+		psciFam.Series = append(psciFam.Series, Series{Labels: []Label{{"function", fn}}, Value: float64(n)})
 	}
 
 	if cfg.Trace != nil {
@@ -138,13 +121,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, v := range snap {
 			vcpu := strconv.Itoa(v.VCPU)
 			for _, s := range v.Reasons {
-				c.send(ch, c.exits, prometheus.CounterValue, float64(s.Count), vcpu, exits.SourceTracepoint, s.Reason)
+				ex.Series = append(ex.Series, Series{Labels: []Label{{"vcpu", vcpu}, {"source", exits.SourceTracepoint}, {"reason", s.Reason}}, Value: float64(s.Count)})
 			}
 		}
 		for _, s := range tracepoint.Total(snap).Reasons {
-			c.sendBreakdown(ch, s)
+			breakdown.Series = appendBreakdown(breakdown.Series, s)
 		}
 	}
+	fams := []Family{ex, handle, psciFam, breakdown, state}
+	if cfg.KVMStats != nil {
+		fams = append(fams, NewStatsCollector(cfg.KVMStats).Families()...)
+	}
+	return fams
 }
 
 // BreakdownTop is how many breakdown keys per reason get a series of their
@@ -152,49 +140,39 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // registers or devices cannot grow the label set.
 const BreakdownTop = 10
 
-// sendBreakdown exports a reason's breakdown rows (largest first) as top
+// appendBreakdown adds a reason's breakdown rows (largest first) as top
 // keys plus "other". Keys are not stable across scrapes near the cut, but
 // every series only grows while it exists.
-func (c *Collector) sendBreakdown(ch chan<- prometheus.Metric, s tracepoint.ReasonStats) {
+func appendBreakdown(out []Series, s tracepoint.ReasonStats) []Series {
 	var other uint64
 	var hasOther bool
 	for i, b := range s.Breakdown {
 		if i < BreakdownTop && b.Key != "other" {
-			c.send(ch, c.breakdown, prometheus.CounterValue, float64(b.Count), s.Reason, b.Key)
+			out = append(out, Series{Labels: []Label{{"reason", s.Reason}, {"key", b.Key}}, Value: float64(b.Count)})
 			continue
 		}
 		other += b.Count
 		hasOther = true
 	}
 	if hasOther {
-		c.send(ch, c.breakdown, prometheus.CounterValue, float64(other), s.Reason, "other")
+		out = append(out, Series{Labels: []Label{{"reason", s.Reason}, {"key", "other"}}, Value: float64(other)})
 	}
+	return out
 }
 
-func (c *Collector) send(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-	m, err := prometheus.NewConstMetric(d, t, v, labels...)
-	if err != nil {
-		m = prometheus.NewInvalidMetric(d, err)
-	}
-	ch <- m
-}
-
-// sendHistogram exports a key's log2 buckets: bucket i holds durations
-// below 2^i ns, so its inclusive upper bound le is 2^i ns; the last, open
-// bucket is the implicit +Inf.
-func (c *Collector) sendHistogram(ch chan<- prometheus.Metric, k userspace.KeyStats, vcpu string) {
-	buckets := make(map[float64]uint64, userspace.NumBuckets-1)
+// histogramOf is a key's log2 buckets as a histogram series: bucket i
+// holds durations below 2^i ns, so its inclusive upper bound le is 2^i
+// ns; the last, open bucket is the implicit +Inf.
+func histogramOf(k userspace.KeyStats, vcpu string) Series {
+	s := Series{Labels: []Label{{"vcpu", vcpu}, {"reason", k.Name}}, Sum: float64(k.SumNS) / 1e9}
+	s.Buckets = make([]Bucket, userspace.NumBuckets-1)
 	var cum uint64
-	for i := 0; i < userspace.NumBuckets-1; i++ {
+	for i := range s.Buckets {
 		cum += k.Buckets[i]
-		buckets[math.Ldexp(1, i)/1e9] = cum
+		s.Buckets[i] = Bucket{UpperBound: math.Ldexp(1, i) / 1e9, Count: cum}
 	}
 	// The count is the buckets' total rather than k.Count so that a scrape
 	// racing with Record still exports a consistent histogram.
-	cum += k.Buckets[userspace.NumBuckets-1]
-	m, err := prometheus.NewConstHistogram(c.handle, cum, float64(k.SumNS)/1e9, buckets, vcpu, k.Name)
-	if err != nil {
-		m = prometheus.NewInvalidMetric(c.handle, err)
-	}
-	ch <- m
+	s.Count = cum + k.Buckets[userspace.NumBuckets-1]
+	return s
 }

@@ -2,14 +2,15 @@ package metrics
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/exitstest"
@@ -60,10 +61,6 @@ func TestCollector(t *testing.T) {
 
 	c := NewCollector(CollectorConfig{Recorders: []*userspace.Recorder{r0}, Trace: agg, KVMStats: stats})
 	c.AddRecorder(r1)
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
 
 	want := `
 # HELP mvm_exits_total VM exits by vCPU, source (userspace: KVM_RUN returns; tracepoint: kvm:kvm_exit) and reason.
@@ -91,13 +88,11 @@ mvm_vcpu_state{state="running",vcpu="1"} 0
 mvm_vcpu_state{state="stopped",vcpu="0"} 0
 mvm_vcpu_state{state="stopped",vcpu="1"} 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mvm_exits_total", "mvm_psci_calls_total", "mvm_vcpu_state"); err != nil {
-		t.Error(err)
-	}
-
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	mfs := scrapeParsed(t, c)
+	compareFamilies(t, mfs, want, "mvm_exits_total", "mvm_psci_calls_total", "mvm_vcpu_state")
+	// The KVM stats come with the collector when KVMStats is set.
+	if mfs["mvm_kvm_exits_total"].GetType() != dto.MetricType_COUNTER || reads != 1 {
+		t.Errorf("KVM stats: %v after %d reads", mfs["mvm_kvm_exits_total"], reads)
 	}
 	for _, mf := range mfs {
 		switch mf.GetName() {
@@ -121,7 +116,6 @@ mvm_vcpu_state{state="stopped",vcpu="1"} 0
 			}
 		}
 	}
-	_ = reads
 }
 
 func TestStatsCollector(t *testing.T) {
@@ -132,8 +126,7 @@ func TestStatsCollector(t *testing.T) {
 		// The same snapshot twice under one label: exported once.
 		return []kvmstat.Labeled{{VCPU: "0", Snapshot: snap}, {VCPU: "0", Snapshot: snap}, {VCPU: "vm"}}, err
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewStatsCollector(stats))
+	c := NewStatsCollector(stats)
 	want := `
 # HELP mvm_kvm_exits_total KVM binary statistic exits (cumulative, none), KVM_GET_STATS_FD; vcpu="vm" for the VM's own.
 # TYPE mvm_kvm_exits_total counter
@@ -148,13 +141,8 @@ mvm_kvm_blocking{vcpu="0"} 1
 # TYPE mvm_kvm_pages_bytes gauge
 mvm_kvm_pages_bytes{vcpu="0"} 12288
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mvm_kvm_exits_total", "mvm_kvm_halt_wait_seconds_total", "mvm_kvm_blocking", "mvm_kvm_pages_bytes"); err != nil {
-		t.Error(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	compareFamilies(t, scrapeParsed(t, c), want, "mvm_kvm_exits_total", "mvm_kvm_halt_wait_seconds_total", "mvm_kvm_blocking", "mvm_kvm_pages_bytes")
+	mfs := scrapeParsed(t, c)
 	for _, mf := range mfs {
 		if strings.Contains(mf.GetName(), "hist") {
 			t.Errorf("histogram stat exported as %s", mf.GetName())
@@ -164,10 +152,16 @@ mvm_kvm_pages_bytes{vcpu="0"} 12288
 		t.Errorf("stats callback called %d times for 2 gathers", reads)
 	}
 	// A failing stats callback fails only its own metrics.
-	bad := prometheus.NewRegistry()
-	bad.MustRegister(NewStatsCollector(func() ([]kvmstat.Labeled, error) { return nil, errors.New("stats fd closed") }))
-	if _, err := bad.Gather(); err == nil || !strings.Contains(err.Error(), "stats fd closed") {
-		t.Errorf("stats error not reported: %v", err)
+	bad := NewStatsCollector(func() ([]kvmstat.Labeled, error) { return nil, errors.New("stats fd closed") })
+	s := userspace.NewSchema()
+	r := s.NewRecorder(0)
+	r.Record(userspace.KindKey(userspace.KindMMIO), time.Microsecond)
+	mfs = scrapeParsed(t, bad, NewCollector(CollectorConfig{Recorders: []*userspace.Recorder{r}}))
+	if got := mfs["mvm_kvm_stats_error"].GetMetric(); len(got) != 1 || got[0].GetGauge().GetValue() != 1 {
+		t.Errorf("stats error not reported: %v", mfs["mvm_kvm_stats_error"])
+	}
+	if mfs["mvm_exits_total"] == nil {
+		t.Errorf("a failing stats read took the exit counters with it")
 	}
 }
 
@@ -188,12 +182,7 @@ func TestBreakdownMetricBounded(t *testing.T) {
 	}
 	agg.Add(evs)
 	agg.Flush()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(CollectorConfig{Trace: agg}))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := scrapeParsed(t, NewCollector(CollectorConfig{Trace: agg}))
 	var series int
 	var sum, other float64
 	for _, mf := range mfs {
@@ -255,9 +244,8 @@ func TestCollectWhileRecording(t *testing.T) {
 					}
 				}
 			}
-			ch := make(chan prometheus.Metric, 1000)
-			go func() { c.Collect(ch); close(ch) }()
-			for range ch {
+			if err := WriteText(&strings.Builder{}, Gather(c)); err != nil {
+				t.Error(err)
 			}
 		}
 	}()
@@ -274,6 +262,51 @@ func TestCollectWhileRecording(t *testing.T) {
 		}
 		if inBuckets != n || snap.Keys[0].SumNS != n*(n-1)/2 {
 			t.Fatalf("buckets hold %d, sum %d", inBuckets, snap.Keys[0].SumNS)
+		}
+	}
+}
+
+// scrapeParsed is one scrape of the sources as Prometheus' own text parser
+// reads it; a parse error fails the test.
+func scrapeParsed(t *testing.T, srcs ...Source) map[string]*dto.MetricFamily {
+	t.Helper()
+	var b strings.Builder
+	if err := WriteText(&b, Gather(srcs...)); err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatalf("exposition does not parse: %v\n%s", err, b.String())
+	}
+	return mfs
+}
+
+// compareFamilies compares the named families of got with those of the
+// text want, both printed by expfmt, line order ignored.
+func compareFamilies(t *testing.T, got map[string]*dto.MetricFamily, want string, names ...string) {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	wantMFs, err := p.TextToMetricFamilies(strings.NewReader(want))
+	if err != nil {
+		t.Fatalf("want text: %v", err)
+	}
+	render := func(mf *dto.MetricFamily) []string {
+		if mf == nil {
+			return nil
+		}
+		var b strings.Builder
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+		slices.Sort(lines)
+		return lines
+	}
+	for _, n := range names {
+		g, w := render(got[n]), render(wantMFs[n])
+		if !slices.Equal(g, w) {
+			t.Errorf("%s:\ngot\n%s\nwant\n%s", n, strings.Join(g, "\n"), strings.Join(w, "\n"))
 		}
 	}
 }

@@ -5,15 +5,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
 )
 
 // StatsCollector exports KVM's binary statistics (KVM_GET_STATS_FD) as
 // metric families of their own kind and unit, named from the kernel's
-// descriptors (so it is an unchecked collector: Describe sends nothing):
+// descriptors:
 //
 //	cumulative stats  counters  mvm_kvm_<name>_total, seconds as
 //	                            mvm_kvm_<name>_seconds_total (halt_wait_ns ->
@@ -23,7 +21,8 @@ import (
 //
 // each with a vcpu label ("0", "1", ... or "vm" for the VM's own stats).
 // Values are in the unit (raw x base^exponent). Histogram stats are left
-// out: KVM gives no sum for them.
+// out: KVM gives no sum for them. A scrape whose stats read fails has
+// mvm_kvm_stats_error 1 in their place.
 type StatsCollector struct {
 	get func() ([]kvmstat.Labeled, error)
 }
@@ -33,22 +32,22 @@ func NewStatsCollector(get func() ([]kvmstat.Labeled, error)) *StatsCollector {
 	return &StatsCollector{get: get}
 }
 
-// Describe implements prometheus.Collector; it sends nothing, because the
-// families depend on the kernel's descriptors.
-func (c *StatsCollector) Describe(chan<- *prometheus.Desc) {}
+// errFamily is what a scrape says when the stats cannot be read: the other
+// families are still served.
+func errFamily() Family {
+	return Family{Name: "mvm_kvm_stats_error", Help: "1 when reading the KVM stats files failed at this scrape.", Kind: Gauge,
+		Series: []Series{{Value: 1}}}
+}
 
-var errDesc = prometheus.NewDesc("mvm_kvm_stats_error", "Reading the KVM stats files failed.", nil, nil)
-
-// Collect implements prometheus.Collector.
-func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
+// Families implements Source.
+func (c *StatsCollector) Families() []Family {
 	sets, err := c.get()
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(errDesc, err)
-		return
+		return []Family{errFamily()}
 	}
 	slices.SortStableFunc(sets, func(a, b kvmstat.Labeled) int { return cmp.Compare(exits.VCPUOrder(a.VCPU), exits.VCPUOrder(b.VCPU)) })
-	descs := map[string]*prometheus.Desc{}
-	kinds := map[string]prometheus.ValueType{}
+	var out []Family
+	index := map[string]int{}
 	seen := map[[2]string]bool{}
 	for _, set := range sets {
 		if set.Snapshot == nil || set.Snapshot.Layout == nil {
@@ -60,31 +59,29 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			name, kind := StatMetricName(d)
-			// A duplicate (vcpu, name) pair would fail the whole scrape;
-			// KVM never repeats a name, a corrupt file might. So would
-			// one name used as two kinds.
-			if k, ok := kinds[name]; (ok && k != kind) || seen[[2]string{set.VCPU, name}] {
+			// A duplicate (vcpu, name) pair would be two samples of one
+			// series; KVM never repeats a name, a corrupt file might. So
+			// would one name used as two kinds.
+			j, ok := index[name]
+			if (ok && out[j].Kind != kind) || seen[[2]string{set.VCPU, name}] {
 				continue
 			}
 			seen[[2]string{set.VCPU, name}] = true
-			kinds[name] = kind
-			desc := descs[name]
-			if desc == nil {
-				desc = prometheus.NewDesc(name, "KVM binary statistic "+d.Name+" ("+d.Type().String()+", "+d.Unit().String()+"), KVM_GET_STATS_FD; vcpu=\"vm\" for the VM's own.", []string{"vcpu"}, nil)
-				descs[name] = desc
+			if !ok {
+				j = len(out)
+				index[name] = j
+				out = append(out, Family{Name: name, Kind: kind,
+					Help: "KVM binary statistic " + d.Name + " (" + d.Type().String() + ", " + d.Unit().String() + "), KVM_GET_STATS_FD; vcpu=\"vm\" for the VM's own."})
 			}
-			m, err := prometheus.NewConstMetric(desc, kind, float64(vs[0])*d.Scale(), set.VCPU)
-			if err != nil {
-				m = prometheus.NewInvalidMetric(desc, err)
-			}
-			ch <- m
+			out[j].Series = append(out[j].Series, Series{Labels: []Label{{"vcpu", set.VCPU}}, Value: float64(vs[0]) * d.Scale()})
 		}
 	}
+	return out
 }
 
 // StatMetricName is the metric name and kind of a KVM stat (see
 // StatsCollector).
-func StatMetricName(d kvmstat.StatDesc) (string, prometheus.ValueType) {
+func StatMetricName(d kvmstat.StatDesc) (string, Kind) {
 	base := sanitize(d.Name)
 	unit := ""
 	switch d.Unit() {
@@ -102,9 +99,9 @@ func StatMetricName(d kvmstat.StatDesc) (string, prometheus.ValueType) {
 	}
 	name := "mvm_kvm_" + base + unit
 	if d.Type() == kvmstat.StatCumulative {
-		return name + "_total", prometheus.CounterValue
+		return name + "_total", Counter
 	}
-	return name, prometheus.GaugeValue
+	return name, Gauge
 }
 
 // sanitize maps a stat name onto the metric name alphabet [a-zA-Z0-9_].
