@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mvm-dev/mvm/internal/fdt"
+	"github.com/mvm-dev/mvm/psci"
 )
 
 // DeviceTree describes the guest platform that the flattened device tree
@@ -55,7 +56,7 @@ type UARTNode struct {
 	// triggered.
 	SPI uint32
 	// ClockHz is the input clock that the driver divides down for the baud
-	// rate; 0 means 1843200, the classic 1.8432 MHz crystal.
+	// rate; 0 means UARTClockHz.
 	ClockHz uint32
 }
 
@@ -101,22 +102,9 @@ const (
 	// dtPrimeCellSize is the smallest PrimeCell region: Linux reads the
 	// ids in its last 32 bytes (amba_read_periphid), at 0xFE0 for 4 KiB.
 	dtPrimeCellSize = 0x1000
-	// dtUARTClockHz is the default ns16550a input clock.
-	dtUARTClockHz = 1843200
-	// dtGICDistSize and dtGICRedistPerCPU are fixed by the GICv3
-	// architecture (and KVM's arm-vgic-v3 device): a 64 KiB distributor,
-	// two 64 KiB frames of redistributor per CPU; KVM wants both bases
-	// 64 KiB aligned.
-	dtGICDistSize     = 0x1_0000
-	dtGICRedistPerCPU = 0x2_0000
-	dtGICAlign        = 0x1_0000
-	// dtMPIDRAffinityMask keeps Aff3 (bits 39:32) and Aff2..Aff0 (bits
-	// 23:0); Linux rejects a cpu reg with other bits set
-	// (MPIDR_HWID_BITMASK).
-	dtMPIDRAffinityMask = 0xff_00ff_ffff
-	// dtMaxBlob is the largest DTB arm64 Linux accepts (booting.rst,
-	// "2. Setup the device tree": must not exceed 2 megabytes).
-	dtMaxBlob = 2 << 20
+	// dtGICAlign: KVM wants both GIC bases 64 KiB aligned
+	// (arm-vgic-v3.rst, KVM_VGIC_V3_ADDR_TYPE_DIST/REDIST).
+	dtGICAlign = 0x1_0000
 	// dtMaxCmdline is arm64's COMMAND_LINE_SIZE (2048) minus the NUL:
 	// Linux silently truncates longer bootargs.
 	dtMaxCmdline = 2047
@@ -234,7 +222,7 @@ func (d *DeviceTree) Build() ([]byte, error) {
 	if u := d.UART; u.Size != 0 {
 		clock := u.ClockHz
 		if clock == 0 {
-			clock = dtUARTClockHz
+			clock = UARTClockHz
 		}
 		b.BeginNode(strings.TrimPrefix(dtUARTPath(u), "/"))
 		b.PropString("compatible", "ns16550a")
@@ -290,7 +278,7 @@ func (d *DeviceTree) Build() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device tree: %w", err)
 	}
-	if len(blob) > dtMaxBlob {
+	if len(blob) > dtbMax {
 		return nil, fmt.Errorf("device tree: blob is %d bytes, more than the 2 MiB arm64 Linux accepts (booting.rst section 2)", len(blob))
 	}
 	return blob, nil
@@ -336,8 +324,10 @@ func (d *DeviceTree) validate() error {
 	}
 	seen := make(map[uint64]int, len(d.CPUs))
 	for i, m := range d.CPUs {
-		if m&^dtMPIDRAffinityMask != 0 {
-			return fmt.Errorf("vCPU %d has MPIDR %#x with bits outside the affinity fields (mask %#x); pass MPIDR_EL1 & %#x", i, m, uint64(dtMPIDRAffinityMask), uint64(dtMPIDRAffinityMask))
+		// Linux rejects a cpu reg with bits outside the affinity fields
+		// (MPIDR_HWID_BITMASK).
+		if m&^psci.AffinityMask != 0 {
+			return fmt.Errorf("vCPU %d has MPIDR %#x with bits outside the affinity fields (mask %#x); pass MPIDR_EL1 & %#x", i, m, psci.AffinityMask, psci.AffinityMask)
 		}
 		if j, dup := seen[m]; dup {
 			return fmt.Errorf("vCPUs %d and %d have the same MPIDR affinity %#x", j, i, m)
@@ -351,13 +341,13 @@ func (d *DeviceTree) validate() error {
 		return fmt.Errorf("PSCI method %q is neither \"hvc\" nor \"smc\"", d.PSCIMethod)
 	}
 
-	if d.GICDist.Size != dtGICDistSize {
-		return fmt.Errorf("GIC distributor size is %#x, a GICv3 distributor is %#x (64 KiB)", d.GICDist.Size, dtGICDistSize)
+	if d.GICDist.Size != GICDistSize {
+		return fmt.Errorf("GIC distributor size is %#x, a GICv3 distributor is %#x (64 KiB)", d.GICDist.Size, GICDistSize)
 	}
 	if d.GICDist.Base%dtGICAlign != 0 || d.GICRedist.Base%dtGICAlign != 0 {
 		return fmt.Errorf("GIC distributor (%#x) and redistributors (%#x) must be 64 KiB aligned", d.GICDist.Base, d.GICRedist.Base)
 	}
-	if need := uint64(len(d.CPUs)) * dtGICRedistPerCPU; d.GICRedist.Size < need {
+	if need := uint64(len(d.CPUs)) * GICRedistSize; d.GICRedist.Size < need {
 		return fmt.Errorf("GIC redistributor region is %#x bytes, %d vCPUs need %#x (128 KiB each)", d.GICRedist.Size, len(d.CPUs), need)
 	}
 	if err := addRange("GIC distributor", d.GICDist); err != nil {

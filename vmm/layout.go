@@ -11,7 +11,7 @@ import (
 // 0xd000_0000, between the two RAM regions.
 const (
 	GICDistBase   = 0x0800_0000
-	GICDistSize   = 0x1_0000 // 64 KiB (arm-vgic-v3.rst)
+	GICDistSize   = 0x1_0000 // 64 KiB, fixed by GICv3 (arm-vgic-v3.rst)
 	UARTBase      = 0x0900_0000
 	UARTSize      = 0x1000
 	MarkerBase    = 0x0901_0000
@@ -19,7 +19,7 @@ const (
 	RTCBase       = 0x0902_0000 // PL031
 	RTCSize       = 0x1000      // one PrimeCell: ids at 0xFE0-0xFFC
 	GICRedistBase = 0x1000_0000
-	GICRedistSize = 0x2_0000 // per vCPU: RD_base + SGI_base frames, 128 KiB
+	GICRedistSize = 0x2_0000 // per vCPU: RD_base + SGI_base frames, 128 KiB, fixed by GICv3
 	VirtioBase    = 0xd000_0000
 
 	RAMBase     = 0x4000_0000
@@ -39,6 +39,10 @@ const (
 	NrIRQs   = 128
 	SPIFirst = 32
 )
+
+// UARTClockHz is the ns16550a's input clock, from which its driver divides
+// the baud rate: the classic 1.8432 MHz crystal, what the device tree says.
+const UARTClockHz = 1843200
 
 // Region is a guest-physical address range.
 type Region struct {
@@ -67,7 +71,9 @@ type Placement struct {
 
 const (
 	align2M = 2 << 20
-	dtbMax  = 2 << 20 // booting.rst: the DTB must not exceed 2 MiB
+	// dtbMax is the largest DTB arm64 Linux accepts (booting.rst, "2.
+	// Setup the device tree": must not exceed 2 megabytes).
+	dtbMax = 2 << 20
 )
 
 func alignDown(v, a uint64) uint64 { return v &^ (a - 1) }

@@ -407,7 +407,7 @@ func (m *VM) deviceTree() ([]byte, error) {
 		PSCIMethod: "hvc",
 		GICDist:    Region{GICDistBase, GICDistSize},
 		GICRedist:  Region{GICRedistBase, GICRedistSize * uint64(len(m.cpus))},
-		UART:       UARTNode{Base: UARTBase, Size: UARTSize, SPI: UARTSPI, ClockHz: 1843200},
+		UART:       UARTNode{Base: UARTBase, Size: UARTSize, SPI: UARTSPI, ClockHz: UARTClockHz},
 		RTC:        RTCNode{Base: RTCBase, Size: RTCSize, SPI: RTCSPI},
 		PMU:        m.cfg.PMU,
 		BootArgs:   m.cfg.Cmdline,
