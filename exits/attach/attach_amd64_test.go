@@ -3,11 +3,9 @@
 package attach
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -17,25 +15,18 @@ import (
 	"github.com/mvm-dev/mvm/internal/x86vm"
 )
 
-// holderEnv makes the test binary a tiny VMM: it creates a VM on this
-// host's /dev/kvm, opens its vCPU's stats file (as QEMU does), runs a guest
-// with holderHalts HLT exits and then waits (holderEnv=wait: until stdin
-// closes; else 300 ms) before it exits.
-const holderEnv = "ATTACH_TEST_HOLDER"
-
+// holderHalts is how many HLT exits the holder's guest makes.
 const holderHalts = 6
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(holderEnv); mode != "" {
-		if err := holdVM(mode); err != nil {
-			fmt.Fprintln(os.Stderr, "holder:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	x86vm.ServeHolder(holdVM)
 	os.Exit(m.Run())
 }
 
+// holdVM makes the test binary a tiny VMM (an x86vm holder): it creates a
+// VM on this host's /dev/kvm, opens its vCPU's stats file (as QEMU does),
+// runs a guest with holderHalts HLT exits and then waits (mode "wait":
+// until the test stops it; else 300 ms) before it exits.
 func holdVM(mode string) error {
 	vm, err := x86vm.New(x86vm.Program{Port: 0x10, Outs: 3, Halts: holderHalts}, x86vm.Options{})
 	if err != nil {
@@ -57,7 +48,7 @@ func holdVM(mode string) error {
 	}
 	fmt.Println("RAN")
 	if mode == "wait" {
-		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		x86vm.WaitForStop()
 		return nil
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -87,7 +78,7 @@ func source(rep *exits.Report, name string) exits.SourceStatus {
 // it starts: its stats file is found and copied while it runs, counted from
 // the vCPU's creation, and read after the command has exited.
 func TestCommandStatsFromCreation(t *testing.T) {
-	t.Setenv(holderEnv, "exit")
+	t.Setenv(x86vm.HolderEnv("exit"))
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
@@ -117,24 +108,11 @@ func TestCommandStatsFromCreation(t *testing.T) {
 // TestPIDDetaches attaches to a running VMM for a while, counts stats from
 // then on (the guest already finished: no new HLTs) and leaves it running.
 func TestPIDDetaches(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holderEnv+"=wait")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	h, line := x86vm.StartHolder(t, "wait")
+	if line != "RAN" {
+		t.Fatalf("holder said %q", line)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { in.Close(); cmd.Wait() }()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "RAN\n" {
-		t.Fatalf("holder said %q, %v", line, err)
-	}
-	res, err := Run(context.Background(), Config{PID: cmd.Process.Pid, Duration: 200 * time.Millisecond, Sources: []string{exits.SourceKVMStats}})
+	res, err := Run(context.Background(), Config{PID: h.Cmd.Process.Pid, Duration: 200 * time.Millisecond, Sources: []string{exits.SourceKVMStats}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +126,7 @@ func TestPIDDetaches(t *testing.T) {
 		t.Errorf("tracepoint source %+v, want not requested", s)
 	}
 	// Still running and still answering.
-	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+	if err := h.Cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("holder gone after detach: %v", err)
 	}
 }

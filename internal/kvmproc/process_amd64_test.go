@@ -3,7 +3,6 @@
 package kvmproc
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,28 +19,19 @@ import (
 	"github.com/mvm-dev/mvm/internal/x86vm"
 )
 
-// holderEnv makes the test binary a VM holder: another process that owns a
-// real KVM VM on this host's /dev/kvm, as a VMM would.
-const holderEnv = "KVMPROC_TEST_HOLDER"
-
 // holderHalts is how many HLT exits the holder's guest makes.
 const holderHalts = 4
 
 func TestMain(m *testing.M) {
-	if os.Getenv(holderEnv) == "1" {
-		if err := holdVM(); err != nil {
-			fmt.Println("ERROR", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	x86vm.ServeHolder(holdVM)
 	os.Exit(m.Run())
 }
 
-// holdVM runs a tiny guest to its end, names a thread as Firecracker names
-// its vCPU 0 thread, prints what it did and keeps the VM until stdin
-// closes.
-func holdVM() error {
+// holdVM makes the test binary an x86vm holder: another process that owns
+// a real KVM VM on this host's /dev/kvm, as a VMM would. It runs a tiny
+// guest to its end, names a thread as Firecracker names its vCPU 0 thread,
+// prints what it did and keeps the VM until the test stops it.
+func holdVM(string) error {
 	vm, err := x86vm.New(x86vm.Program{Port: 0x10, Outs: 9, Halts: holderHalts}, x86vm.Options{})
 	if err != nil {
 		return err
@@ -70,47 +60,23 @@ func holdVM() error {
 		select {}
 	}()
 	fmt.Printf("READY %d %d %d %d %d %d\n", <-tid, vm.VMFd(), vm.VCPUFd(), stats.Fd(), res.Halts, res.Intr)
-	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	x86vm.WaitForStop()
 	return nil
 }
 
 type holder struct {
-	cmd                                     *exec.Cmd
-	stdin                                   interface{ Close() error }
+	*x86vm.Holder
 	tid, vmFd, vcpuFd, statsFd, halts, intr int
 }
 
 func startHolder(t *testing.T) *holder {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holderEnv+"=1")
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &holder{cmd: cmd, stdin: in}
-	t.Cleanup(func() { h.stop() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("holder: %v", err)
-	}
+	xh, line := x86vm.StartHolder(t, "1")
+	h := &holder{Holder: xh}
 	if _, err := fmt.Sscanf(line, "READY %d %d %d %d %d %d", &h.tid, &h.vmFd, &h.vcpuFd, &h.statsFd, &h.halts, &h.intr); err != nil {
 		t.Fatalf("holder said %q", line)
 	}
 	return h
-}
-
-func (h *holder) stop() {
-	h.stdin.Close()
-	_ = h.cmd.Wait()
 }
 
 // TestForeignVM finds another process's VM and vCPU descriptors, copies
@@ -121,7 +87,7 @@ func TestForeignVM(t *testing.T) {
 	if h.halts != holderHalts {
 		t.Fatalf("holder's guest made %d HLT exits, want %d", h.halts, holderHalts)
 	}
-	p, err := Open(h.cmd.Process.Pid)
+	p, err := Open(h.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +156,7 @@ func TestForeignVM(t *testing.T) {
 	}
 
 	// The holder exits: everything says the process is gone.
-	h.stop()
+	h.Stop()
 	if !p.Exited() {
 		t.Error("Exited() false after the holder exited")
 	}
@@ -200,7 +166,7 @@ func TestForeignVM(t *testing.T) {
 	if _, err := p.CopyFD(h.vcpuFd); !errors.Is(err, ErrGone) {
 		t.Errorf("CopyFD of an exited process: %v, want ErrGone", err)
 	}
-	if _, err := Open(h.cmd.Process.Pid); !errors.Is(err, ErrGone) {
+	if _, err := Open(h.Cmd.Process.Pid); !errors.Is(err, ErrGone) {
 		t.Errorf("Open of a reaped PID: %v, want ErrGone", err)
 	}
 	// The copied stats file outlives the process and keeps its last

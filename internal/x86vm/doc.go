@@ -8,4 +8,7 @@
 // Program.Port, then Halts `hlt`, then one `out` to DonePort, after which
 // the helper stops running it. Without an in-kernel irqchip every `out` is a
 // KVM_EXIT_IO and every `hlt` a KVM_EXIT_HLT to userspace (KVM_CAP_HLT).
+//
+// A holder (holder.go) is the test binary run again as another process
+// that owns such a VM, for tests of code that looks at another VMM.
 package x86vm
