@@ -20,13 +20,12 @@ type Progress struct {
 	w     io.Writer
 	bar   *progressbar.ProgressBar
 	start time.Time
-	total int
 	log   *slog.Logger
 }
 
 // NewProgress starts showing the progress of total runs on w.
 func NewProgress(w *os.File, total int, log *slog.Logger) *Progress {
-	p := &Progress{w: w, start: time.Now(), total: total, log: log}
+	p := &Progress{w: w, start: time.Now(), log: log}
 	if term.IsTerminal(int(w.Fd())) {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(w),

@@ -259,11 +259,7 @@ func (m *VM) createVCPUs() error {
 	if err != nil {
 		return fmt.Errorf("KVM_ARM_PREFERRED_TARGET: %w", err)
 	}
-	type created struct {
-		id  int
-		err error
-	}
-	ch := make(chan created, m.cfg.CPUs)
+	created := make(chan error, m.cfg.CPUs)
 	m.cpus = make([]*cpuThread, m.cfg.CPUs)
 	for id := range m.cpus {
 		init := target
@@ -284,7 +280,7 @@ func (m *VM) createVCPUs() error {
 			defer close(t.gone)
 			v, err := vcpu.New(m.sys, m.vm, id, init)
 			t.v = v
-			ch <- created{id, err}
+			created <- err
 			if err != nil {
 				return
 			}
@@ -300,9 +296,8 @@ func (m *VM) createVCPUs() error {
 	}
 	var first error
 	for range m.cpus {
-		c := <-ch
-		if c.err != nil && first == nil {
-			first = c.err
+		if err := <-created; err != nil && first == nil {
+			first = err
 		}
 	}
 	if first != nil {
