@@ -1,8 +1,10 @@
 // Command mvm is a micro-VM hypervisor for arm64 Linux hosts with /dev/kvm:
 // it boots arm64 Linux Images and bare-metal payloads (mvm run), reports what
-// the host's KVM offers (mvm caps), and later profiles exits and benchmarks
-// boots. The commands only turn flags into a vmm.Config; the work is done by
-// the packages under the module root.
+// the host's KVM offers (mvm caps), benchmarks boots (mvm bench), profiles
+// the exits of another VMM's VM (mvm profile) and renders saved results as
+// HTML (mvm report). The commands only turn flags into configurations (a
+// vmm.Config, bench settings); the work is done by the packages under the
+// module root.
 package main
 
 import (
