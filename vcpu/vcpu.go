@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/internal/kvm"
+	"github.com/mvm-dev/mvm/psci"
 )
 
 // Next tells the run loop what to do after an exit was handled.
@@ -162,7 +163,7 @@ func (v *VCPU) Fd() uintptr { return v.fd.Fd() }
 
 // MPIDR is the affinity value KVM gave this vCPU (MPIDR_EL1 with the RES1
 // and MT bits cleared: Aff3<<32 | Aff2<<16 | Aff1<<8 | Aff0).
-func (v *VCPU) MPIDR() uint64 { return v.mpidr & 0xff_00ff_ffff }
+func (v *VCPU) MPIDR() uint64 { return v.mpidr & psci.AffinityMask }
 
 // TID is the OS thread currently running this vCPU's loop.
 func (v *VCPU) TID() int { return int(v.tid.Load()) }
@@ -221,7 +222,13 @@ func (v *VCPU) Kick() {
 	v.run.SetImmediateExit(true)
 	v.box.wake()
 	if tid := v.TID(); tid > 0 {
-		_ = unix.Tgkill(unix.Getpid(), tid, unix.SIGURG)
+		// tgkill(2) may fail with EAGAIN when the kernel cannot queue
+		// the signal (documented for real-time signals, which SIGURG is
+		// not); a lost kick would leave the vCPU in the guest, so send
+		// it again rather than rely on that.
+		for unix.Tgkill(unix.Getpid(), tid, unix.SIGURG) == unix.EAGAIN {
+			runtime.Gosched()
+		}
 	}
 }
 
@@ -242,7 +249,7 @@ func (v *VCPU) Close() error {
 func (v *VCPU) Prewarm() error {
 	v.run.SetImmediateExit(true)
 	defer v.run.SetImmediateExit(false)
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), uintptr(kvmRun), 0)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
 	if errno != 0 && errno != unix.EINTR {
 		return fmt.Errorf("vCPU %d: first KVM_RUN: %w", v.ID, errno)
 	}
@@ -386,7 +393,7 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		if stopped(stop) {
 			return Halt, nil
 		}
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), uintptr(kvmRun), 0)
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
 		t0 := time.Now()
 		v.LastExit = t0
 		if errno != 0 {
@@ -432,9 +439,6 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		}
 	}
 }
-
-// kvmRun is KVM_RUN, _IO(0xAE, 0x80).
-const kvmRun = 0xae80
 
 func (v *VCPU) fault(what, detail string) error {
 	e := &FaultError{VCPU: v.ID, What: what, Detail: detail}
