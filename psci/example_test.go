@@ -22,7 +22,7 @@ func Example() {
 	// vCPU 0 exits with HVC64 CPU_ON(target 1, entry, context_id).
 	r, _ := m.Handle(0, psci.FnCPUOn64, 1, 0x4008_0000, 0xc0ffee)
 	fmt.Println(psci.Name(psci.FnCPUOn64), psci.Status(int32(r.X0)), r.Action, r.Target)
-	mailbox <- r // then write r.X0..X3 to vCPU 0 and re-enter it
+	mailbox <- r // then write r.X0 to vCPU 0 and re-enter it
 
 	// A second CPU_ON before vCPU 1 runs.
 	r, _ = m.Handle(0, psci.FnCPUOn64, 1, 0x4008_0000, 0)

@@ -25,21 +25,21 @@ const (
 	ErrNotPending Error = "psci: vCPU is not ON_PENDING"
 )
 
-// Action is what the VMM must do after a call, besides writing X0..X3.
+// Action is what the VMM must do after a call, besides writing X0.
 type Action uint8
 
 // Actions. See the package documentation for the exact VMM protocol.
 const (
-	// ActionNone: write X0..X3 and re-enter the caller.
+	// ActionNone: write X0 and re-enter the caller.
 	ActionNone Action = iota
-	// ActionStartCPU: CPU_ON succeeded. Write X0..X3 to the caller and
+	// ActionStartCPU: CPU_ON succeeded. Write X0 to the caller and
 	// re-enter it; start vCPU Result.Target at Result.Entry with
 	// X0 = Result.ContextID, then call Started(Target).
 	ActionStartCPU
 	// ActionCPUOff: CPU_OFF. The caller is now OFF; park it in userspace
 	// until a start for it arrives. Do not re-enter it.
 	ActionCPUOff
-	// ActionSuspend: CPU_SUSPEND. Write X0..X3 (SUCCESS); the caller may be
+	// ActionSuspend: CPU_SUSPEND. Write X0 (SUCCESS); the caller may be
 	// held until a wake-up event (an interrupt) before it is re-entered,
 	// like WFI. Re-entering at once is also correct (an early wake-up).
 	ActionSuspend
@@ -69,11 +69,11 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", uint8(a))
 }
 
-// Result is the outcome of one call: the values for the caller's X0..X3 and
-// the Action for the VMM with its parameters. Fields that do not belong to
-// Action are zero.
+// Result is the outcome of one call: the value for the caller's X0 (PSCI
+// functions return in X0 alone) and the Action for the VMM with its
+// parameters. Fields that do not belong to Action are zero.
 type Result struct {
-	X0, X1, X2, X3 uint64
+	X0 uint64
 
 	Action Action
 

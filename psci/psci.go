@@ -15,17 +15,18 @@
 // with room for one request (a chan of capacity 1). A vCPU that is not on
 // waits on its mailbox in userspace, never inside KVM_RUN.
 //
-// Each call: on KVM_EXIT_HYPERCALL, read X1..X3 and call
+// Each call: on KVM_EXIT_HYPERCALL, read the [Args] argument registers
+// (X1, X2, ...) the function takes and call
 // Handle(self, uint32(hypercall.nr), x1, x2, x3). A non-nil error means the
 // VMM, not the guest, is inconsistent (see [ErrCallerNotOn]); the Result then
 // carries Action [ActionNone] and a failure code in X0. Otherwise act on
 // Result.Action:
 //
-//   - [ActionNone]: write X0..X3 and re-enter.
-//   - [ActionSuspend]: write X0..X3; the caller asked for a standby state.
+//   - [ActionNone]: write X0 and re-enter.
+//   - [ActionSuspend]: write X0; the caller asked for a standby state.
 //     Re-enter at once (a legal early wake-up) or first wait for an
 //     interrupt, e.g. with KVM_SET_MP_STATE(KVM_MP_STATE_SUSPENDED).
-//   - [ActionStartCPU]: write X0..X3 (SUCCESS) to the caller and re-enter
+//   - [ActionStartCPU]: write X0 (SUCCESS) to the caller and re-enter
 //     it; send (Entry, ContextID) to the mailbox of vCPU Target. That
 //     goroutine re-initialises its vCPU (KVM_ARM_VCPU_INIT), sets
 //     PC = Entry, X0 = ContextID, PSTATE = 0x3c5, calls
@@ -42,7 +43,9 @@
 // For the calls that do not return (CPU_OFF, SYSTEM_OFF, SYSTEM_RESET,
 // SYSTEM_RESET2) X0 is preloaded with INTERNAL_FAILURE, as KVM's in-kernel
 // PSCI does, so a VMM that wrongly resumes the caller makes the failure
-// visible to the guest. X1..X3 are always 0 (KVM does the same).
+// visible to the guest. PSCI returns nothing in X1..X3: KVM's in-kernel
+// PSCI zeroes them, mvm leaves them as the guest had them (SMCCC does not
+// preserve them across a call), so Result has no fields for them.
 //
 // Function IDs, return codes and parameter layouts below come from
 // DEN0022D.b (PSCI 1.1) chapter 5; SYSTEM_OFF2 is from DEN0022F (PSCI 1.3).
