@@ -79,8 +79,6 @@ mvm_psci_calls_total{function="unknown"} 1
 # TYPE mvm_vcpu_state gauge
 mvm_vcpu_state{state="created",vcpu="0"} 0
 mvm_vcpu_state{state="created",vcpu="1"} 0
-mvm_vcpu_state{state="handling",vcpu="0"} 0
-mvm_vcpu_state{state="handling",vcpu="1"} 0
 mvm_vcpu_state{state="off",vcpu="0"} 0
 mvm_vcpu_state{state="off",vcpu="1"} 1
 mvm_vcpu_state{state="running",vcpu="0"} 1
@@ -227,7 +225,7 @@ func TestCollectWhileRecording(t *testing.T) {
 			for i := 0; i < n; i++ {
 				r.SetState(userspace.StateRunning)
 				r.Record(k, time.Duration(i))
-				r.SetState(userspace.StateHandling)
+				r.SetState(userspace.StateOff)
 			}
 			r.SetState(userspace.StateStopped)
 		}(r)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mvm-dev/mvm/internal/kvm"
 )
 
 // Kind is the class of an exit that reached userspace (a KVM_RUN return).
@@ -76,30 +78,20 @@ func Kinds() []Kind {
 	return ks
 }
 
-// KVM_EXIT_* values (include/uapi/linux/kvm.h) that have a kind of their own.
-const (
-	kvmExitHypercall     = 3
-	kvmExitMMIO          = 6
-	kvmExitFailEntry     = 9
-	kvmExitIntr          = 10
-	kvmExitInternalError = 17
-	kvmExitSystemEvent   = 24
-)
-
 // KindOf classifies a kvm_run.exit_reason (KVM_EXIT_*).
 func KindOf(kvmExitReason uint32) Kind {
 	switch kvmExitReason {
-	case kvmExitMMIO:
+	case kvm.ExitMMIO:
 		return KindMMIO
-	case kvmExitHypercall:
+	case kvm.ExitHypercall:
 		return KindHypercall
-	case kvmExitSystemEvent:
+	case kvm.ExitSystemEvent:
 		return KindSystemEvent
-	case kvmExitIntr:
+	case kvm.ExitIntr:
 		return KindIntr
-	case kvmExitFailEntry:
+	case kvm.ExitFailEntry:
 		return KindFailEntry
-	case kvmExitInternalError:
+	case kvm.ExitInternalError:
 		return KindInternalError
 	}
 	return KindOther
@@ -109,19 +101,19 @@ func KindOf(kvmExitReason uint32) Kind {
 // include/uapi/linux/kvm.h).
 func SystemEventName(typ uint32) string {
 	switch typ {
-	case 1:
+	case kvm.SystemEventShutdown:
 		return "SHUTDOWN"
-	case 2:
+	case kvm.SystemEventReset:
 		return "RESET"
-	case 3:
+	case kvm.SystemEventCrash:
 		return "CRASH"
-	case 4:
+	case kvm.SystemEventWakeup:
 		return "WAKEUP"
-	case 5:
+	case kvm.SystemEventSuspend:
 		return "SUSPEND"
-	case 6:
+	case kvm.SystemEventSEVTerm:
 		return "SEV_TERM"
-	case 7:
+	case kvm.SystemEventTDXFatal:
 		return "TDX_FATAL"
 	}
 	return fmt.Sprintf("TYPE_%d", typ)
@@ -270,8 +262,6 @@ const (
 	StateOff
 	// StateRunning: inside KVM_RUN.
 	StateRunning
-	// StateHandling: handling an exit in userspace.
-	StateHandling
 	// StateStopped: the vCPU's loop has ended.
 	StateStopped
 
@@ -280,7 +270,7 @@ const (
 
 // vcpuStateNames lists the state names in state order.
 func vcpuStateNames() [numVCPUStates]string {
-	return [numVCPUStates]string{"created", "off", "running", "handling", "stopped"}
+	return [numVCPUStates]string{"created", "off", "running", "stopped"}
 }
 
 // String names the state as the metric's state label spells it.
