@@ -66,47 +66,35 @@ type ReasonStats struct {
 }
 
 func (s *ReasonStats) addGuest(ns uint64) {
-	if s.GuestCount == 0 || ns < s.GuestMinNS {
-		s.GuestMinNS = ns
-	}
-	if ns > s.GuestMaxNS {
-		s.GuestMaxNS = ns
-	}
-	s.GuestCount++
-	s.GuestSumNS += ns
+	addTimes(&s.GuestCount, &s.GuestSumNS, &s.GuestMinNS, &s.GuestMaxNS, 1, ns, ns, ns)
 }
 
 func (s *ReasonStats) addHandle(ns uint64) {
-	if s.HandleCount == 0 || ns < s.HandleMinNS {
-		s.HandleMinNS = ns
-	}
-	if ns > s.HandleMaxNS {
-		s.HandleMaxNS = ns
-	}
-	s.HandleCount++
-	s.HandleSumNS += ns
+	addTimes(&s.HandleCount, &s.HandleSumNS, &s.HandleMinNS, &s.HandleMaxNS, 1, ns, ns, ns)
 }
 
 // Merge adds o's counts and times into s (min and max over both). The
 // BPF source merges its per-thread map values with it too.
 func (s *ReasonStats) Merge(o *ReasonStats) {
 	s.Count += o.Count
-	if o.GuestCount > 0 {
-		if s.GuestCount == 0 || o.GuestMinNS < s.GuestMinNS {
-			s.GuestMinNS = o.GuestMinNS
-		}
-		s.GuestMaxNS = max(s.GuestMaxNS, o.GuestMaxNS)
-		s.GuestCount += o.GuestCount
-		s.GuestSumNS += o.GuestSumNS
+	addTimes(&s.GuestCount, &s.GuestSumNS, &s.GuestMinNS, &s.GuestMaxNS, o.GuestCount, o.GuestSumNS, o.GuestMinNS, o.GuestMaxNS)
+	addTimes(&s.HandleCount, &s.HandleSumNS, &s.HandleMinNS, &s.HandleMaxNS, o.HandleCount, o.HandleSumNS, o.HandleMinNS, o.HandleMaxNS)
+}
+
+// addTimes adds n durations with sum, minimum lo and maximum hi (one
+// sample: n = 1, sum = lo = hi) to the count, sum, min and max of one kind
+// of time. A min is only meaningful with a count, so the first durations
+// set it.
+func addTimes(count, sum, minNS, maxNS *uint64, n, s, lo, hi uint64) {
+	if n == 0 {
+		return
 	}
-	if o.HandleCount > 0 {
-		if s.HandleCount == 0 || o.HandleMinNS < s.HandleMinNS {
-			s.HandleMinNS = o.HandleMinNS
-		}
-		s.HandleMaxNS = max(s.HandleMaxNS, o.HandleMaxNS)
-		s.HandleCount += o.HandleCount
-		s.HandleSumNS += o.HandleSumNS
+	if *count == 0 || lo < *minNS {
+		*minNS = lo
 	}
+	*maxNS = max(*maxNS, hi)
+	*count += n
+	*sum += s
 }
 
 // threadState is the pairing state of one thread, as perf kvm stat keeps
