@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -392,8 +391,15 @@ func TestBenchInterrupt(t *testing.T) {
 	fakeChildren(t)
 	cmd.Env = os.Environ()
 	var out bytes.Buffer
-	stderr := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = &out, stderr
+	// The child writes its stderr to a file, which the test reads while
+	// the child runs.
+	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errFile.Close()
+	stderr := fileText(errFile.Name())
+	cmd.Stdout, cmd.Stderr = &out, errFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -418,23 +424,12 @@ func TestBenchInterrupt(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer the child's stderr copier writes while
-// the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// fileText reads a file's current contents as text ("" until it exists).
+type fileText string
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+func (f fileText) String() string {
+	b, _ := os.ReadFile(string(f))
+	return string(b)
 }
 
 func mustReadReport(t *testing.T, path string) *bench.Report {
