@@ -141,9 +141,9 @@ func TestRebootStorm(t *testing.T) {
 	for sc.Scan() {
 		boots++
 		switch sc.Text() {
-		case "boot 0x1e": // 30: past the runtime's own warm-up
+		case "boot 30": // past the runtime's own warm-up
 			early = readProcUse(t, cmd.Process.Pid)
-		case "boot 0x65": // 101: the last boot powers off
+		case "boot 101": // the last boot powers off
 			late = readProcUse(t, cmd.Process.Pid)
 		}
 	}
