@@ -28,9 +28,11 @@ func (m *VM) newPSCI(mpidrs []uint64) error {
 	return nil
 }
 
-// Hypercall implements vcpu.Handler: an SMCCC call forwarded by the filter.
-// Only the PSCI ranges are forwarded, so anything else is answered
-// NOT_SUPPORTED and logged once per function ID.
+// Hypercall implements vcpu.Handler: an SMCCC call forwarded by the filter
+// (psci.FilterRanges: the PSCI ranges only). A call PSCI does not serve
+// (outside those ranges, or a function psci does not implement) is
+// answered NOT_SUPPORTED, counted (unknown_smccc_calls) and logged once per
+// function ID, for the first maxLoggedKeys IDs.
 func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 	v.ExitKey = m.prof.hypercallKey(fid)
 	if m.pm == nil || !psci.InRange(fid) {
