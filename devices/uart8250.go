@@ -41,7 +41,9 @@ const (
 
 // UART is a 16550-compatible serial port. Transmitted bytes go to Out at
 // once; bytes given to Input are queued for the guest. Its interrupt is
-// level-triggered: SetIRQ(true) while an enabled condition holds.
+// level-triggered: the setIRQ given to NewUART is called with true when an
+// enabled interrupt condition arises and with false when none holds any
+// more.
 type UART struct {
 	out    io.Writer
 	setIRQ func(level bool)
