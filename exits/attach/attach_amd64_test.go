@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mvm-dev/mvm/exits"
-	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/internal/x86vm"
 )
 
@@ -33,7 +33,7 @@ func holdVM(mode string) error {
 		return err
 	}
 	defer vm.Close()
-	stats, err := kvmstat.GetStatsFD(vm.VCPUFd())
+	stats, err := kvm.GetStatsFD(vm.VCPUFd())
 	if err != nil {
 		return err
 	}

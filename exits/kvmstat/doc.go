@@ -4,6 +4,7 @@
 //
 // stats.go is a pure parser of the stats file read through an io.ReaderAt
 // (header, descriptors, snapshots, deltas); rows.go turns deltas into rows
-// of the report model in package exits; file_linux.go is the one system
-// call, KVM_GET_STATS_FD on a VM or vCPU file descriptor, and the open file.
+// of the report model in package exits; file_linux.go opens the stats
+// file of a VM or vCPU file descriptor (internal/kvm issues the
+// KVM_GET_STATS_FD ioctl) and keeps it open for snapshots.
 package kvmstat

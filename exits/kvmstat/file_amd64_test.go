@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/internal/x86vm"
 )
 
@@ -148,7 +149,7 @@ func TestGetStatsFDErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := GetStatsFD(f.Fd()); err == nil {
+	if _, err := kvm.GetStatsFD(f.Fd()); err == nil {
 		t.Fatal("KVM_GET_STATS_FD on /dev/null succeeded")
 	}
 	if _, err := Open(^uintptr(0)); err == nil {

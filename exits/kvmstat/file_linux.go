@@ -3,28 +3,11 @@
 package kvmstat
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mvm-dev/mvm/internal/kvm"
 )
-
-// GetStatsFD issues KVM_GET_STATS_FD on a VM or vCPU file descriptor and
-// returns the stats file. The file is read with pread (os.File.ReadAt);
-// the kernel creates it close-on-exec.
-func GetStatsFD(fd uintptr) (*os.File, error) {
-	r, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqGetStatsFD, 0)
-	if errno != 0 {
-		if errors.Is(errno, unix.ENOTTY) || errors.Is(errno, unix.EINVAL) {
-			return nil, fmt.Errorf("KVM_GET_STATS_FD on fd %d: %w (kernel without binary stats, Linux < 5.14?)", fd, errno)
-		}
-		return nil, fmt.Errorf("KVM_GET_STATS_FD on fd %d: %w", fd, errno)
-	}
-	return os.NewFile(r, fmt.Sprintf("kvm-stats-%d", fd)), nil
-}
 
 // File is an open stats file with its descriptors parsed.
 type File struct {
@@ -35,7 +18,7 @@ type File struct {
 
 // Open gets the stats file of a VM or vCPU fd and parses its descriptors.
 func Open(fd uintptr) (*File, error) {
-	f, err := GetStatsFD(fd)
+	f, err := kvm.GetStatsFD(fd)
 	if err != nil {
 		return nil, err
 	}

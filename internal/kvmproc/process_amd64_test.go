@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/internal/x86vm"
 )
 
@@ -44,7 +45,7 @@ func holdVM(string) error {
 		return err
 	}
 	// Open a stats file and keep it, as QEMU does for each vCPU.
-	stats, err := kvmstat.GetStatsFD(vm.VCPUFd())
+	stats, err := kvm.GetStatsFD(vm.VCPUFd())
 	if err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func TestForeignVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sf, err := kvmstat.GetStatsFD(f.Fd()); !errors.Is(err, unix.EIO) {
+	if sf, err := kvm.GetStatsFD(f.Fd()); !errors.Is(err, unix.EIO) {
 		t.Errorf("KVM_GET_STATS_FD on a copied vCPU fd: %v, want EIO", err)
 		if err == nil {
 			sf.Close()
