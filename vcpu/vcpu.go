@@ -3,7 +3,9 @@
 // Package vcpu runs one virtual CPU: a goroutine locked to its OS thread that
 // owns every ioctl on the vCPU fd, the KVM_RUN loop, register access, and the
 // kick that forces the vCPU out of the guest. A vCPU that is powered off
-// waits here in userspace (not inside KVM_RUN) until the VMM powers it on.
+// waits here in userspace (not inside KVM_RUN) until the VMM powers it on;
+// only with KVM's in-kernel PSCI does a secondary wait inside KVM_RUN for
+// KVM to start it (PowerOnRequest.InitOnly).
 package vcpu
 
 import (
