@@ -41,9 +41,7 @@ func holdVM(mode string) error {
 	// Give a profiler polling every 20 ms time to copy the stats file
 	// before the guest runs, so none of its exits is uncounted.
 	time.Sleep(200 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := vm.Run(ctx); err != nil {
+	if _, err := vm.RunAll(); err != nil {
 		return err
 	}
 	fmt.Println("RAN")

@@ -38,9 +38,7 @@ func holdVM(string) error {
 		return err
 	}
 	defer vm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := vm.Run(ctx)
+	res, err := vm.RunAll()
 	if err != nil {
 		return err
 	}

@@ -191,6 +191,22 @@ func (v *VM) Thread() (int, error) {
 	return v.tid, v.startErr
 }
 
+// RunAll runs the guest to its end (Run, bounded by a minute: the guest
+// takes milliseconds) and checks that it made exactly its program's exits:
+// Outs I/O exits to Port, Halts HLT exits and the done port.
+func (v *VM) RunAll() (Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := v.Run(ctx)
+	if err != nil {
+		return res, err
+	}
+	if res.IO != v.prog.Outs || res.Halts != v.prog.Halts || !res.Done {
+		return res, fmt.Errorf("x86vm: the guest did %+v, want %d I/O exits, %d HLT exits and done", res, v.prog.Outs, v.prog.Halts)
+	}
+	return res, nil
+}
+
 // Run lets the vCPU goroutine run the guest to the done port and returns
 // what it saw. If ctx ends first the vCPU is kicked out of KVM_RUN and Run
 // returns ctx's error. Run may be called once.
