@@ -130,8 +130,8 @@ func TestBuckets(t *testing.T) {
 	}
 }
 
-// TestRecorderConcurrentReaders is for -race: one writer per recorder,
-// scrapes reading at the same time.
+// Record and SetState, the run loop's per-exit path, do not allocate. (The
+// concurrent writers and scrapes run under -race in exits/metrics.)
 func TestRecordDoesNotAllocate(t *testing.T) {
 	s := NewSchema()
 	k, _ := s.Register(KindMMIO, "uart")

@@ -150,5 +150,7 @@ func SetSMCCCFilter(vm *os.File, f SMCCCFilter) error {
 	return SetDeviceAttr(vm, VMGroupSMCCCCtrl, VMAttrSMCCCFilter, unsafe.Pointer(&f))
 }
 
-// Hypercall exit flags (arm64 uapi).
+// HypercallExitSMC is KVM_HYPERCALL_EXIT_SMC, bit 0 of kvm_run.hypercall.flags
+// (arch/arm64/include/uapi/asm/kvm.h): the forwarded call was an SMC, not
+// an HVC.
 const HypercallExitSMC = 1 << 0
