@@ -143,7 +143,7 @@ type run struct {
 	log  *slog.Logger
 	proc *kvmproc.Process
 	cmd  *kvmproc.Started
-	// waitErr receives the command's exit (Command mode).
+	// waited receives the command's exit (Command mode).
 	waited chan error
 
 	trace    *tracepoint.Profiler
