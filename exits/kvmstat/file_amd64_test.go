@@ -3,6 +3,7 @@
 package kvmstat
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -137,7 +138,7 @@ func TestStatsFDTinyVM(t *testing.T) {
 }
 
 func TestGetStatsFDErrors(t *testing.T) {
-	f, err := openDevNull()
+	f, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
