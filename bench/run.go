@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mvm-dev/mvm/exits"
@@ -26,6 +27,25 @@ const (
 	// threads, including time the vCPU threads spent in the guest.
 	PhaseProcessCPU = "process_cpu"
 )
+
+// PhaseNames lists what --phases accepts, for messages: vmm's phases in
+// boot order, the phases mvm bench derives, console:NAME and the process
+// measures.
+func PhaseNames() []string {
+	return append(vmm.PhaseNames(), PhaseSecondariesConsole, ConsolePhasePrefix+"NAME", PhaseProcessWall, PhaseProcessCPU)
+}
+
+// KnownPhase reports whether p names a phase or measure a run can have.
+func KnownPhase(p string) bool {
+	switch {
+	case slices.Contains(vmm.PhaseNames(), p), p == PhaseSecondariesConsole,
+		p == PhaseProcessWall, p == PhaseProcessCPU:
+		return true
+	case strings.HasPrefix(p, ConsolePhasePrefix):
+		return len(p) > len(ConsolePhasePrefix)
+	}
+	return false
+}
 
 // Run statuses.
 const (

@@ -262,25 +262,13 @@ func (f *benchFlags) options(fl *pflag.FlagSet) (bench.Options, error) {
 	if f.phases != "" {
 		for _, p := range strings.Split(f.phases, ",") {
 			p = strings.TrimSpace(p)
-			if !knownPhase(p) {
-				return opt, usageError{fmt.Errorf("--phases: unknown phase %q (phases: %s, console:NAME, %s, %s)",
-					p, strings.Join(vmm.PhaseNames(), ", "), bench.PhaseProcessWall, bench.PhaseProcessCPU)}
+			if !bench.KnownPhase(p) {
+				return opt, usageError{fmt.Errorf("--phases: unknown phase %q (phases: %s)", p, strings.Join(bench.PhaseNames(), ", "))}
 			}
 			opt.Phases = append(opt.Phases, p)
 		}
 	}
 	return opt, nil
-}
-
-func knownPhase(p string) bool {
-	switch {
-	case slices.Contains(vmm.PhaseNames(), p), p == bench.PhaseSecondariesConsole,
-		p == bench.PhaseProcessWall, p == bench.PhaseProcessCPU:
-		return true
-	case strings.HasPrefix(p, bench.ConsolePhasePrefix):
-		return len(p) > len(bench.ConsolePhasePrefix)
-	}
-	return false
 }
 
 // plan checks the run-defining flags and builds the report's Config.
