@@ -19,10 +19,11 @@ import (
 )
 
 // The work of one iteration of guest/payloads/counts.s (N_MARKER,
-// N_VERSION, N_WFI, N_SYSREG there). vCPU k runs (k + 1) * REPS iterations.
+// N_VERSION, N_SMC, N_WFI, N_SYSREG there). vCPU k runs (k + 1) * REPS iterations.
 const (
 	cntMarker  = 3
 	cntVersion = 2
+	cntSMC     = 1
 	cntWFI     = 1
 	cntSysreg  = 4
 	cntSGI     = 2
@@ -32,7 +33,7 @@ const (
 // countsCPU is one "cpu K ..." line of the payload: what that vCPU did, as
 // it counted it.
 type countsCPU struct {
-	iters, marker, version, wfi, early, sysreg, gicd, gicr, badiar, late, sgi uint64
+	iters, marker, version, wfi, early, sysreg, gicd, gicr, badiar, late, sgi, smc uint64
 }
 
 // countsOutput is the payload's console output, parsed.
@@ -47,7 +48,7 @@ type countsOutput struct {
 
 var (
 	reCountsReps = regexp.MustCompile(`^counts reps (\d+)$`)
-	reCountsCPU  = regexp.MustCompile(`^cpu (\d+) iters (\d+) marker (\d+) version (\d+) wfi (\d+) early (\d+) sysreg (\d+) gicd (\d+) gicr (\d+) badiar (\d+) late (\d+) sgi (\d+)$`)
+	reCountsCPU  = regexp.MustCompile(`^cpu (\d+) iters (\d+) marker (\d+) version (\d+) wfi (\d+) early (\d+) sysreg (\d+) gicd (\d+) gicr (\d+) badiar (\d+) late (\d+) sgi (\d+) smc (\d+)$`)
 	reCountsAff  = regexp.MustCompile(`^affinity polls (\d+)$`)
 )
 
@@ -65,11 +66,11 @@ func parseCounts(t *testing.T, stdout string) countsOutput {
 		if m := reCountsReps.FindStringSubmatch(l); m != nil {
 			o.reps = num(m[1])
 		} else if m := reCountsCPU.FindStringSubmatch(l); m != nil {
-			var v [12]uint64
+			var v [13]uint64
 			for i := range v {
 				v[i] = num(m[i+1])
 			}
-			o.cpu[int(v[0])] = countsCPU{v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]}
+			o.cpu[int(v[0])] = countsCPU{v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]}
 		} else if m := reCountsAff.FindStringSubmatch(l); m != nil {
 			o.affPolls = num(m[1])
 		} else if l == "counts done" {
@@ -250,7 +251,7 @@ func (r *countsRun) checkAbsolute(t *testing.T, reps uint64) {
 		}
 		it := uint64(k+1) * reps
 		if c.iters != it || c.marker != cntMarker*it || c.version != cntVersion*it ||
-			c.sysreg != cntSysreg*it || c.sgi != cntSGI*it || c.wfi != cntWFI*it+c.early || c.badiar != 0 {
+			c.sysreg != cntSysreg*it || c.sgi != cntSGI*it || c.smc != cntSMC*it || c.wfi != cntWFI*it+c.early || c.badiar != 0 {
 			t.Errorf("%s: vCPU %d did not do the work it should: %+v", r.name, k, c)
 		}
 		if c.early > 0 || c.late > 0 {
@@ -294,7 +295,8 @@ func (r *countsRun) checkAbsolute(t *testing.T, reps uint64) {
 		eq("userspace MMIO/uart", r.us(k, "MMIO/uart"), r.uart(k))
 		eq("userspace MMIO/unmapped", r.us(k, "MMIO/unmapped"), 0)
 		if r.userPSCI {
-			eq("userspace HYPERCALL/PSCI_VERSION", r.us(k, "HYPERCALL/PSCI_VERSION"), c.version)
+			// By HVC and by SMC: the filter forwards both.
+			eq("userspace HYPERCALL/PSCI_VERSION", r.us(k, "HYPERCALL/PSCI_VERSION"), c.version+c.smc)
 			if k == 0 {
 				eq("userspace HYPERCALL/CPU_ON", r.us(k, "HYPERCALL/CPU_ON"), 1)
 				eq("userspace HYPERCALL/AFFINITY_INFO", r.us(k, "HYPERCALL/AFFINITY_INFO"), o.affPolls)
@@ -302,8 +304,8 @@ func (r *countsRun) checkAbsolute(t *testing.T, reps uint64) {
 			} else {
 				eq("userspace HYPERCALL/CPU_OFF", r.us(k, "HYPERCALL/CPU_OFF"), 1)
 			}
-			// The SMCCC filter forwards every PSCI HVC to userspace.
-			eq("userspace HYPERCALL/*", r.sum(exits.SourceUserspace, k, "HYPERCALL/"), r.hvcs(k))
+			// The SMCCC filter forwards every PSCI HVC and SMC to userspace.
+			eq("userspace HYPERCALL/*", r.sum(exits.SourceUserspace, k, "HYPERCALL/"), r.hvcs(k)+c.smc)
 		} else {
 			// KVM answers PSCI itself: no hypercall reaches mvm.
 			eq("userspace HYPERCALL/* with --psci kernel", r.sum(exits.SourceUserspace, k, "HYPERCALL/"), 0)
@@ -314,6 +316,9 @@ func (r *countsRun) checkAbsolute(t *testing.T, reps uint64) {
 		// EC 0x16, whether PSCI is then answered by KVM or forwarded.
 		eq("tracepoint HVC64", r.tp(k, "HVC64"), r.hvcs(k))
 		eq("kvm_stats hvc_exit_stat", r.stat(t, k, "hvc_exit_stat"), r.hvcs(k))
+		// SMC: with HCR_EL2.TSC set an SMC at EL1 traps to EL2 as EC
+		// 0x17; handle_smc counts it in no stat (not hvc_exit_stat).
+		eq("tracepoint SMC64", r.tp(k, "SMC64"), c.smc)
 
 		// WFx: HCR_EL2.TWI is set (KVM clears it only for vCPUs with
 		// GICv4 vLPIs or vSGIs), so every WFI the guest executes with no
@@ -413,7 +418,7 @@ func (r *countsRun) checkBreakdown(t *testing.T) {
 			}
 		}
 	}
-	for _, reason := range []string{"SYS64", "DABT_LOW", "HVC64", "WFx"} {
+	for _, reason := range []string{"SYS64", "DABT_LOW", "HVC64", "SMC64", "WFx"} {
 		for k := 0; k < cntCPUs; k++ {
 			if r.tp(k, reason) > 0 && len(r.breakdown(k, reason)) == 0 {
 				t.Errorf("%s: vCPU %d: %s has no breakdown", r.name, k, reason)
@@ -455,6 +460,17 @@ func (r *countsRun) checkBreakdown(t *testing.T) {
 			eq("HVC64 CPU_OFF", hvc["CPU_OFF"], 1)
 			eq("HVC64 breakdown keys", uint64(len(hvc)), 2)
 		}
+
+		// SMC64: KVM fires no tracepoint with an SMC's X0, so the
+		// function is known where mvm handles the SMC (--psci user);
+		// the SMCs KVM answers are "unknown".
+		smc := r.breakdown(k, "SMC64")
+		if r.userPSCI {
+			eq("SMC64 PSCI_VERSION", smc["PSCI_VERSION"], c.smc)
+		} else {
+			eq("SMC64 unknown with --psci kernel", smc["unknown"], c.smc)
+		}
+		eq("SMC64 breakdown keys", uint64(len(smc)), 1)
 
 		wfx := r.breakdown(k, "WFx")
 		eq("WFx WFI", wfx["WFI"], c.wfi)
@@ -509,20 +525,21 @@ func checkDifference(t *testing.T, a, b *countsRun) {
 		}
 		diff("tracepoint DABT_LOW", a.tp(k, "DABT_LOW"), b.tp(k, "DABT_LOW"), dDABT)
 		diff("tracepoint HVC64", a.tp(k, "HVC64"), b.tp(k, "HVC64"), dHVC)
+		diff("tracepoint SMC64", a.tp(k, "SMC64"), b.tp(k, "SMC64"), cntSMC*dIters)
 		diff("tracepoint WFx", a.tp(k, "WFx"), b.tp(k, "WFx"), dWFI)
 		diff("tracepoint SYS64", a.tp(k, "SYS64"), b.tp(k, "SYS64"), (cntSysreg+cntSGI)*dIters)
 		diff("kvm_stats mmio_exit_user", a.stat(t, k, "mmio_exit_user"), b.stat(t, k, "mmio_exit_user"), dUser)
 		diff("kvm_stats hvc_exit_stat", a.stat(t, k, "hvc_exit_stat"), b.stat(t, k, "hvc_exit_stat"), dHVC)
 		diff("kvm_stats wfi_exit_stat", a.stat(t, k, "wfi_exit_stat"), b.stat(t, k, "wfi_exit_stat"), dWFI)
 		diff("userspace MMIO/marker", a.us(k, "MMIO/marker"), b.us(k, "MMIO/marker"), cntMarker*dIters)
-		diff("userspace HYPERCALL/PSCI_VERSION", a.us(k, "HYPERCALL/PSCI_VERSION"), b.us(k, "HYPERCALL/PSCI_VERSION"), cntVersion*dIters)
+		diff("userspace HYPERCALL/PSCI_VERSION", a.us(k, "HYPERCALL/PSCI_VERSION"), b.us(k, "HYPERCALL/PSCI_VERSION"), (cntVersion+cntSMC)*dIters)
 	}
 }
 
 // TestProfileCounts runs guest/payloads/counts.s, which does known numbers
-// of marker MMIO writes, PSCI_VERSION HVCs, timer-woken WFIs and trapped
+// of marker MMIO writes, PSCI_VERSION HVCs and SMCs, timer-woken WFIs and trapped
 // ID register reads on two vCPUs, and checks that mvm's exit profile
-// reports exactly those counts under DABT_LOW, HVC64, WFx and SYS64 per
+// reports exactly those counts under DABT_LOW, HVC64, SMC64, WFx and SYS64 per
 // vCPU, in every source that sees them: absolutely where the cause of
 // every exit is known, and as the difference between a 10- and a 20-rep
 // run where the payload's setup adds exits of its own (RAM stage-2 faults).

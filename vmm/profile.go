@@ -139,6 +139,10 @@ func profileLayout(ncpu int, bus []devices.Range, ram []Region) tracepoint.Layou
 // phases.
 func (p *vmProfile) markUserspace() { p.sources.MarkUserspace() }
 
+// noteSMC names the function of a forwarded SMC for the tracepoint
+// breakdown of SMC64, which KVM's own events cannot give.
+func (p *vmProfile) noteSMC(fid uint32) { p.sources.NoteSMC(fid) }
+
 // firstUserExit is when the first exit from a guest user address happened
 // (tracepoints only), for kernel_to_user without a marker.
 func (p *vmProfile) firstUserExit() (uint64, bool) { return p.sources.FirstUserExit() }

@@ -35,6 +35,9 @@ func (m *VM) newPSCI(mpidrs []uint64) error {
 // function ID, for the first maxLoggedKeys IDs.
 func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 	v.ExitKey = m.prof.hypercallKey(fid)
+	if smc {
+		m.prof.noteSMC(fid)
+	}
 	if m.pm == nil || !psci.InRange(fid) {
 		m.unknownHypercall(v, fid)
 		return vcpu.Continue

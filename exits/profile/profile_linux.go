@@ -98,6 +98,15 @@ func (p *Profile) MarkUserspace() {
 	}
 }
 
+// NoteSMC tells the tracepoint breakdown the SMCCC function of the SMC the
+// calling vCPU thread is handling now: KVM has no tracepoint that carries
+// an SMC's X0 (tracepoint.DetailSMC).
+func (p *Profile) NoteSMC(fid uint32) {
+	if p != nil && p.trace != nil {
+		p.trace.Aggregator().NoteSMC(unix.Gettid(), MonotonicNS(), fid)
+	}
+}
+
 // FirstUserExit is the CLOCK_MONOTONIC time of the first exit from a guest
 // user address, after Finish (false when none was seen or without
 // tracepoints).

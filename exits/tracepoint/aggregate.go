@@ -300,7 +300,7 @@ func (a *Aggregator) add(ev *Event) {
 			if ev.Detail == DetailFault {
 				t.p.ipa, t.p.hasIPA = ev.Val, true
 			}
-			if ev.Detail == DetailHVC && isCPUOn(ev.Val) && a.cpuOnAt == 0 {
+			if (ev.Detail == DetailHVC || ev.Detail == DetailSMC) && isCPUOn(ev.Val) && a.cpuOnAt == 0 {
 				a.cpuOnAt = t.pendingAt
 			}
 		}

@@ -26,6 +26,12 @@ const (
 	DetailHVC
 	// DetailWFx is kvm:kvm_wfx_arm64: Val is 1 for WFE, 0 for WFI.
 	DetailWFx
+	// DetailSMC is no tracepoint but the VMM's word (NoteSMC): Val is X0,
+	// the SMCCC function ID, of an SMC that KVM forwarded to it
+	// (KVM_EXIT_HYPERCALL with KVM_HYPERCALL_EXIT_SMC, api.rst). KVM's
+	// handle_smc fires no tracepoint, so an SMC KVM answers itself stays
+	// "unknown".
+	DetailSMC
 )
 
 // DetailKind says which detail tracepoint an EventDetail came from.
@@ -172,7 +178,7 @@ func (a *Aggregator) detailKey(cls uint64, ev *Event) (uint64, bool) {
 		return classSys<<56 | k, true
 	case cls == classDev && ev.Detail == DetailFault:
 		return classDev<<56 | uint64(a.region(ev.Val)), true
-	case cls == classFunc && ev.Detail == DetailHVC:
+	case cls == classFunc && (ev.Detail == DetailHVC || ev.Detail == DetailSMC):
 		return classFunc<<56 | ev.Val&0xffff_ffff, true
 	case cls == classWFx && ev.Detail == DetailWFx:
 		return classWFx<<56 | ev.Val&1, true
@@ -404,6 +410,15 @@ func (a *Aggregator) noteExitPC(t *threadState, pc, at uint64) {
 			a.userAt = at
 		}
 	}
+}
+
+// NoteSMC records the SMCCC function ID of the SMC that thread tid's last
+// exit (an SMC64 or SMC32 trap) brought to the VMM, which handles it at
+// time at (CLOCK_MONOTONIC, between that kvm_exit and the next kvm_entry).
+// Like MarkUserspace it relies on Layout.Lag to be sorted in after the
+// exit's own records.
+func (a *Aggregator) NoteSMC(tid int, at uint64, fid uint32) {
+	a.Add([]Event{{Kind: EventDetail, TID: tid, Time: at, Detail: DetailSMC, Val: uint64(fid)}})
 }
 
 // MarkUserspace records the guest's userspace boot marker (the VMM saw

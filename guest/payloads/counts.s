@@ -5,6 +5,9 @@
 //
 //	N_MARKER  byte writes of 0x55 to the boot-marker device (userspace MMIO)
 //	N_VERSION PSCI_VERSION HVCs
+//	N_SMC     PSCI_VERSION SMCs (the filter forwards them to mvm as it does
+//	          HVCs; KVM handles them in handle_smc, which fires no
+//	          tracepoint and counts no stat of its own)
 //	N_WFI     WFIs, each woken by the virtual timer (PPI 27 through the vGIC)
 //	N_SYSREG  reads of ID_AA64MMFR0_EL1 (trapped by KVM with HCR_EL2.TID3)
 //	N_SGI     writes of ICC_SGI1R_EL1 sending SGI 1 to itself (trapped: with
@@ -16,7 +19,7 @@
 // vCPU 0 waits for its slot and for AFFINITY_INFO = OFF, prints
 //
 //	counts reps R
-//	cpu K iters I marker A version B wfi C early D sysreg E gicd F gicr R badiar G late L sgi S
+//	cpu K iters I marker A version B wfi C early D sysreg E gicd F gicr R badiar G late L sgi S smc M
 //	affinity polls P
 //	counts done
 //
@@ -29,7 +32,7 @@
 // return INTID 27. "affinity polls" counts vCPU 0's AFFINITY_INFO calls.
 // Everything else is fixed by this source: vCPU 0 makes one CPU_ON, its
 // PSCI_VERSIONs, the AFFINITY_INFOs and one SYSTEM_OFF; vCPU 1 its
-// PSCI_VERSIONs and one CPU_OFF; only vCPU 0 prints, one UART store per
+// PSCI_VERSIONs and one CPU_OFF; every SMC is a PSCI_VERSION; only vCPU 0 prints, one UART store per
 // byte and never a UART read. Failures print a line starting with "error".
 //
 // REPS is the 64-bit word at offset 16 of the image (after a branch and the
@@ -50,6 +53,7 @@
 
 	.equ N_MARKER,  3
 	.equ N_VERSION, 2
+	.equ N_SMC,     1
 	.equ N_WFI,     1
 	.equ N_SYSREG,  4
 	.equ N_SGI,     2
@@ -93,6 +97,7 @@
 	.equ S_DONE,    72
 	.equ S_SGI,     80
 	.equ S_GICD,    88
+	.equ S_SMC,     96
 
 // FIELD "name ", field: print " name " and the slot field at x20 + field.
 	.macro FIELD s, f
@@ -250,6 +255,14 @@ work:
 	hvc	#0
 	add	x22, x22, #1
 	.endr
+	// PSCI_VERSION by SMC, counted in the slot (no register is free).
+	.rept	N_SMC
+	ldr	x0, =PSCI_VERSION
+	smc	#0
+	ldr	x9, [x20, #S_SMC]
+	add	x9, x9, #1
+	str	x9, [x20, #S_SMC]
+	.endr
 	// WFI until the virtual timer fires, N_WFI times. A WFI traps to KVM
 	// only if no interrupt is pending when it executes (HCR_EL2.TWI traps
 	// a WFI "that would enter a low-power state"): when the timer has
@@ -396,6 +409,7 @@ report:
 	FIELD	" badiar ", S_BADIAR
 	FIELD	" late ", S_LATE
 	FIELD	" sgi ", S_SGI
+	FIELD	" smc ", S_SMC
 	bl	newline
 2:	add	x19, x19, #1
 	cmp	x19, #2
