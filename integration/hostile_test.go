@@ -291,8 +291,8 @@ func runStorm(t *testing.T, cpus int, mode string) stormRun {
 // allows for that call, exactly so where the spec leaves no choice;
 // successful CPU_ONs equal starts (no start lost or doubled); no CPU_OFF
 // returns; mvm counts every unknown call it answered and logs 16 function
-// IDs plus one line, however many vCPUs race to be logged; its threads and
-// fds do not grow over the storm.
+// IDs plus one line, however many vCPUs race to be logged; its fds do not
+// grow over the storm, nor its threads beyond the Go runtime's own.
 func TestPSCIStorm(t *testing.T) {
 	for _, c := range []struct {
 		cpus int
@@ -403,12 +403,19 @@ func TestPSCIStorm(t *testing.T) {
 					t.Errorf("%d function IDs and %d 'further ones' lines logged, want 16 and 1", logged, further)
 				}
 			}
-			// Threads and fds: a leak per CPU_ON/CPU_OFF cycle would show
-			// hundreds of times over; the Go runtime may start a thread or
-			// an fd of its own once.
+			// Threads and fds: a leak per CPU_ON/CPU_OFF cycle would
+			// show a thousand times over. Every vCPU thread exists from
+			// the start, and fds must not move. The Go runtime starts
+			// threads of its own (an M for a P handed off while a vCPU
+			// thread sits in KVM_RUN or ioctls) and never ends them;
+			// their number follows how many vCPUs block at once, not the
+			// starts: at 64 vCPUs in the lab up to 10 over the storm.
 			e, l := r.early, r.late
-			if e.fds == 0 || l.fds == 0 || l.fds > e.fds+2 || l.threads > e.threads+2 {
-				t.Errorf("fds %d -> %d, threads %d -> %d over %d starts: want no growth", e.fds, l.fds, e.threads, l.threads, r.starts)
+			if e.fds == 0 || l.fds == 0 || l.fds > e.fds {
+				t.Errorf("fds %d -> %d over %d starts: want no growth", e.fds, l.fds, r.starts)
+			}
+			if l.threads > e.threads+2+c.cpus/4 {
+				t.Errorf("threads %d -> %d over %d starts: want at most %d more (the runtime's own)", e.threads, l.threads, r.starts, 2+c.cpus/4)
 			}
 		})
 	}

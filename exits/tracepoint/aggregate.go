@@ -114,6 +114,8 @@ type threadState struct {
 	// entered: the thread has had a kvm_entry; sawKernel: an exit from a
 	// kernel address.
 	entered, sawKernel bool
+	// notes: the VMM's word on SMCs it handled (NoteSMC), oldest first.
+	notes []smcNote
 }
 
 // pendingExit is an exit waiting for its next entry.
@@ -285,6 +287,9 @@ func (a *Aggregator) add(ev *Event) {
 			return
 		}
 		a.noteEntry(t, ev.Time)
+		if len(t.notes) > 0 {
+			a.keyFromNote(t, ev.Time)
+		}
 		if t.hasPending && ev.Time >= t.pendingAt {
 			a.finishExit(t, ev.Time-t.pendingAt, true)
 		} else {
@@ -300,7 +305,7 @@ func (a *Aggregator) add(ev *Event) {
 			if ev.Detail == DetailFault {
 				t.p.ipa, t.p.hasIPA = ev.Val, true
 			}
-			if (ev.Detail == DetailHVC || ev.Detail == DetailSMC) && isCPUOn(ev.Val) && a.cpuOnAt == 0 {
+			if ev.Detail == DetailHVC && isCPUOn(ev.Val) && a.cpuOnAt == 0 {
 				a.cpuOnAt = t.pendingAt
 			}
 		}

@@ -412,13 +412,56 @@ func (a *Aggregator) noteExitPC(t *threadState, pc, at uint64) {
 	}
 }
 
+// smcNote is the VMM's word about one SMC it handled (NoteSMC).
+type smcNote struct {
+	at  uint64
+	fid uint32
+}
+
+// maxSMCNotes bounds the notes a thread keeps while its records are late.
+const maxSMCNotes = 256
+
 // NoteSMC records the SMCCC function ID of the SMC that thread tid's last
 // exit (an SMC64 or SMC32 trap) brought to the VMM, which handles it at
-// time at (CLOCK_MONOTONIC, between that kvm_exit and the next kvm_entry).
-// Like MarkUserspace it relies on Layout.Lag to be sorted in after the
-// exit's own records.
+// time at (CLOCK_MONOTONIC, so between that kvm_exit and the next
+// kvm_entry). The note waits for those records, which the ring reader may
+// deliver much later (it polls every 100 ms), and keys the exit when its
+// entry is processed.
 func (a *Aggregator) NoteSMC(tid int, at uint64, fid uint32) {
-	a.Add([]Event{{Kind: EventDetail, TID: tid, Time: at, Detail: DetailSMC, Val: uint64(fid)}})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.thread(tid)
+	if len(t.notes) >= maxSMCNotes {
+		t.notes = slices.Delete(t.notes, 0, maxSMCNotes/2)
+	}
+	t.notes = append(t.notes, smcNote{at: at, fid: fid})
+}
+
+// keyFromNote keys thread t's pending exit, an SMC no detail event named,
+// with the note the VMM made before the entry at time entry and after the
+// exit; notes up to entry are used up (older ones belonged to exits that
+// were lost or not SMCs).
+func (a *Aggregator) keyFromNote(t *threadState, entry uint64) {
+	n := 0
+	for n < len(t.notes) && t.notes[n].at <= entry {
+		n++
+	}
+	if t.hasPending && !t.p.keyed && t.p.class == classFunc {
+		for _, nt := range t.notes[:n] {
+			if nt.at < t.pendingAt {
+				continue
+			}
+			ev := Event{Kind: EventDetail, Detail: DetailSMC, Val: uint64(nt.fid)}
+			if k, ok := a.detailKey(t.p.class, &ev); ok {
+				t.p.key, t.p.keyed = k, true
+				if isCPUOn(ev.Val) && a.cpuOnAt == 0 {
+					a.cpuOnAt = t.pendingAt
+				}
+			}
+			break
+		}
+	}
+	t.notes = slices.Delete(t.notes, 0, n)
 }
 
 // MarkUserspace records the guest's userspace boot marker (the VMM saw

@@ -112,37 +112,43 @@ func TestBreakdownFromDetailEvents(t *testing.T) {
 
 // TestBreakdownSMCFromVMM: KVM fires no tracepoint for an SMC, so the
 // SMC64 breakdown names a function only where the VMM says which one it
-// handled (NoteSMC, arriving through Add like any record and possibly
-// after the exit's next entry was read); SMCs KVM answered itself stay
-// "unknown", and a note for a thread whose last exit was no SMC is
-// ignored.
+// handled (NoteSMC). Its notes come before the records they describe are
+// read (the ring reader is late) or after; SMCs KVM answered itself stay
+// "unknown", a note between a non-SMC exit and its entry is ignored, and a
+// stale note does not key a later exit.
 func TestBreakdownSMCFromVMM(t *testing.T) {
 	a := NewAggregator(exits.Arm64Namer{})
 	a.Configure(testLayout())
 	a.SetVCPU(1, 0)
 	const kpc = 0xffff800080001000
+	a.NoteSMC(1, 50, 0x8400_0002)  // stale: before the exit below
+	a.NoteSMC(1, 410, 0x8400_0000) // PSCI_VERSION, forwarded
+	a.NoteSMC(1, 610, 0xc400_0003) // CPU_ON
+	a.NoteSMC(1, 810, 0x8400_0000) // not an SMC exit: ignored
 	a.Add([]Event{
 		entry(1, 0, 100),
 		exitPC(1, 200, 0x17, kpc), ent(1, 300), // answered by KVM: unknown
-		exitPC(1, 400, 0x17, kpc),
+		exitPC(1, 400, 0x17, kpc), ent(1, 500),
+		exitPC(1, 600, 0x17, kpc), ent(1, 700),
+		exitPC(1, 800, 0x18, kpc), ent(1, 900),
+		exitPC(1, 1000, 0x17, kpc),
 	})
-	a.NoteSMC(1, 410, 0x8400_0000) // PSCI_VERSION, forwarded
-	a.Add([]Event{ent(1, 500), exitPC(1, 600, 0x17, kpc)})
-	a.NoteSMC(1, 610, 0xc400_0003) // CPU_ON
-	a.Add([]Event{ent(1, 700), exitPC(1, 800, 0x18, kpc)})
-	a.NoteSMC(1, 810, 0x8400_0000) // not an SMC exit: ignored
-	a.Add([]Event{ent(1, 900)})
+	a.NoteSMC(1, 1010, 0x8400_0000) // the reader was on time
+	a.Add([]Event{ent(1, 1100)})
 	a.Flush()
 	v := a.Snapshot()[0]
 	smc := bd(t, v, "SMC64")
-	if len(smc) != 3 || smc["PSCI_VERSION"].Count != 1 || smc["CPU_ON"].Count != 1 || smc["unknown"].Count != 1 {
+	if len(smc) != 3 || smc["PSCI_VERSION"].Count != 2 || smc["CPU_ON"].Count != 1 || smc["unknown"].Count != 1 {
 		t.Errorf("SMC64 %+v", smc)
 	}
-	if r := smc["PSCI_VERSION"]; r.GuestSumNS != 100 || r.HandleSumNS != 100 {
+	if r := smc["PSCI_VERSION"]; r.GuestSumNS != 200 || r.HandleSumNS != 200 {
 		t.Errorf("PSCI_VERSION row times %+v", r)
 	}
 	if sys := bd(t, v, "SYS64"); len(sys) != 1 || sys["unknown"].Count != 1 {
 		t.Errorf("SYS64 %+v", sys)
+	}
+	if v.Reordered != 0 {
+		t.Errorf("%d records out of order", v.Reordered)
 	}
 }
 
