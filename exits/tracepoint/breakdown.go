@@ -647,7 +647,7 @@ func mergeRows(into []RowStats, from []RowStats) []RowStats {
 // arm/hypercalls.rst, pvtime.rst).
 func smcccName(fid uint32) string {
 	switch fid {
-	case 0x8000_0000:
+	case psci.SMCCCVersionFID:
 		return "SMCCC_VERSION"
 	case 0x8000_0001:
 		return "SMCCC_ARCH_FEATURES"
