@@ -24,7 +24,9 @@ import (
 
 // defaultCmdline suits the platform mvm emulates: the 8250 UART is the
 // console, with earlycon at its address for messages before the driver.
-const defaultCmdline = "console=ttyS0 earlycon=uart8250,mmio,0x09000000"
+func defaultCmdline() string {
+	return fmt.Sprintf("console=ttyS0 earlycon=uart8250,mmio,0x%08x", vmm.UARTBase)
+}
 
 type runFlags struct {
 	kernel, initrd   string
@@ -56,7 +58,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.kernel, "kernel", "", "arm64 Linux Image, or a flat binary loaded at the start of RAM (required)")
 	fl.StringVar(&f.initrd, "initrd", "", "initramfs or initrd to load for the kernel")
-	fl.StringVar(&f.cmdline, "cmdline", defaultCmdline, "kernel command line (/chosen/bootargs)")
+	fl.StringVar(&f.cmdline, "cmdline", defaultCmdline(), "kernel command line (/chosen/bootargs)")
 	fl.StringVar(&f.append_, "append", "", "text to add to the end of the kernel command line")
 	fl.IntVar(&f.cpus, "cpus", 1, "number of vCPUs")
 	fl.StringVar(&f.memory, "memory", "512M", "guest RAM, e.g. 512M or 2G")
