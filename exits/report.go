@@ -81,8 +81,9 @@ type Row struct {
 	// Percentiles of guest and handling time (tracepoint total rows).
 	Percentiles *Latency `json:"percentiles,omitempty"`
 	// Breakdown splits a tracepoint reason below the exception class
-	// (SYS64 by register, DABT_LOW by device, HVC64 by function, WFx into
-	// WFI and WFE); its rows add up to Count.
+	// (SYS64 by register, DABT_LOW by device, HVC64 and SMC64 by function
+	// (SMC64 only for the SMCs the VMM handled), WFx into WFI and WFE); its
+	// rows add up to Count.
 	Breakdown []BreakdownRow `json:"breakdown,omitempty"`
 }
 
