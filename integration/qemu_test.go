@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mvm-dev/mvm/exits"
 )
 
 // qemuArgs is a QEMU command line booting the Linux test guest on KVM with
@@ -146,6 +148,8 @@ func TestQEMUProfileCommand(t *testing.T) {
 			}
 		}
 	}
+
+	compareBPFDetail(t, out)
 
 	// mvm's status is the command's.
 	if r := mvm(t, time.Minute, "profile", "--", "sh", "-c", "exit 3"); r.code != 3 {
@@ -287,4 +291,80 @@ func TestQEMUProfileAttach(t *testing.T) {
 	sleep.Wait()
 	r = mvm(t, time.Minute, "profile", "--pid", strconv.Itoa(sleep.Process.Pid))
 	oneLineError(t, r, 1, "no such process")
+}
+
+// compareBPFDetail checks, on a report with both tracepoint paths
+// (--tracepoint-via both), that the BPF breakdown rows equal the perf
+// path's key for key, and that the BPF percentiles of guest and handling
+// time agree with the perf path's within the histograms' error (1/32 of
+// the value each) plus the two paths' clock difference: BPF reads
+// bpf_ktime_get_ns when its program runs, perf stamps the sample a few
+// microseconds apart at the same tracepoint (bpfSlackNS).
+func compareBPFDetail(t *testing.T, path string) {
+	t.Helper()
+	const bpfSlackNS = 50_000
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep exits.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	total := map[string]map[string]exits.Row{}
+	for _, r := range rep.Rows {
+		if r.VCPU != exits.TotalVCPU {
+			continue
+		}
+		if total[r.Source] == nil {
+			total[r.Source] = map[string]exits.Row{}
+		}
+		total[r.Source][r.Reason] = r
+	}
+	near := func(a, b uint64) bool {
+		d := max(a, b) - min(a, b)
+		return float64(d) <= float64(max(a, b))*2/32+bpfSlackNS
+	}
+	nRows, nPct := 0, 0
+	for reason, perf := range total["tracepoint"] {
+		bpf, ok := total["tracepoint_bpf"][reason]
+		if !ok {
+			continue // counted and reported above
+		}
+		rows := map[string]uint64{}
+		for _, b := range bpf.Breakdown {
+			rows[b.Key] = b.Samples
+		}
+		for _, b := range perf.Breakdown {
+			nRows++
+			if rows[b.Key] != b.Samples {
+				t.Errorf("%s %s: BPF %d, perf %d", reason, b.Key, rows[b.Key], b.Samples)
+			}
+			delete(rows, b.Key)
+		}
+		for k, n := range rows {
+			t.Errorf("%s %s: BPF %d, perf none", reason, k, n)
+		}
+		if perf.Percentiles == nil || bpf.Percentiles == nil {
+			t.Errorf("%s: percentiles perf %v, BPF %v", reason, perf.Percentiles, bpf.Percentiles)
+			continue
+		}
+		if perf.Count < 100 {
+			continue // a few samples: a percentile can fall on either side of a gap
+		}
+		for _, c := range []struct {
+			what      string
+			perf, bpf exits.Percentiles
+		}{{"guest", perf.Percentiles.Guest, bpf.Percentiles.Guest}, {"handle", perf.Percentiles.Handle, bpf.Percentiles.Handle}} {
+			nPct++
+			if !near(c.perf.P50, c.bpf.P50) || !near(c.perf.P90, c.bpf.P90) {
+				t.Errorf("%s %s time: BPF p50 %d p90 %d ns, perf p50 %d p90 %d ns", reason, c.what, c.bpf.P50, c.bpf.P90, c.perf.P50, c.perf.P90)
+			}
+			t.Logf("%s %s (%d exits): p50 BPF %d perf %d, p90 %d %d, p99 %d %d, max %d %d ns", reason, c.what, perf.Count,
+				c.bpf.P50, c.perf.P50, c.bpf.P90, c.perf.P90, c.bpf.P99, c.perf.P99, c.bpf.Max, c.perf.Max)
+		}
+	}
+	if nRows == 0 || nPct == 0 {
+		t.Errorf("nothing compared: %d breakdown rows, %d percentile sets", nRows, nPct)
+	}
 }

@@ -252,7 +252,7 @@ func (r *run) openBPF(pid int) {
 		root, err = tracepoint.ProbeEnv(env)
 	}
 	if err == nil {
-		r.bpf, err = bpfagg.New(root, pid)
+		r.bpf, err = bpfagg.New(bpfagg.Config{Tracefs: root, TGID: pid})
 	}
 	if err != nil {
 		r.bpfErr = err
@@ -585,14 +585,14 @@ func (r *run) report() *exits.Report {
 		}
 		return rep
 	}
-	vs, err := r.bpf.Snapshot(r.vcpuOf)
-	const how = "kvm:kvm_exit and kvm:kvm_entry counted and timed per thread and reason in the kernel by BPF programs (no histograms)"
+	snap, err := r.bpf.Snapshot(r.vcpuOf)
+	how := r.bpf.Describe()
 	if r.cfg.Via != ViaBoth {
 		if err != nil {
 			rep.SetSource(exits.SourceTracepoint, "", err)
 			return rep
 		}
-		tracepoint.AddTo(rep, r.bpf.Namer(), vs, nil)
+		tracepoint.AddTo(rep, r.bpf.Namer(), snap.VCPUs, snap.Details)
 		rep.SetSource(exits.SourceTracepoint, how, nil)
 		return rep
 	}
@@ -600,7 +600,7 @@ func (r *run) report() *exits.Report {
 		rep.SetSource(SourceBPF, "", err)
 		return rep
 	}
-	for _, row := range tracepoint.Rows(r.bpf.Namer(), vs, nil) {
+	for _, row := range tracepoint.Rows(r.bpf.Namer(), snap.VCPUs, snap.Details) {
 		row.Source = SourceBPF
 		rep.Rows = append(rep.Rows, row)
 	}

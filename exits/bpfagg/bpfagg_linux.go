@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -14,91 +15,257 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/hist"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
 )
 
-// maxKeys bounds the exit-counter map: threads x distinct reasons.
-const maxKeys = 1 << 16
+// Map bounds. Rows: threads x reasons x breakdown keys (72-byte values);
+// histograms: VM-wide (reason, key) pairs of 8.7 KiB each, preallocated
+// like every map here (an allocation in the kernel's tracepoint context
+// can fail, an exit must not be lost to it): 4.5 MiB.
+const (
+	maxThreads = 1 << 14
+	maxRows    = 1 << 15
+	maxHists   = 512
+)
 
-// exitKey is the exit map's key: the thread and the raw reason fields, as
-// the program writes it on its stack.
-type exitKey struct {
-	TID  uint32
-	_    uint32
-	Code uint64
-	Sub  uint64
+// Config says what to count.
+type Config struct {
+	// Tracefs is the tracefs directory (tracepoint.Probe finds it).
+	Tracefs string
+	// TGID is the process whose threads are counted.
+	TGID int
+	// Layout names the guest-physical regions of the DABT_LOW/IABT_LOW
+	// breakdown (empty: another VMM's guest, all "no memory map").
+	Layout tracepoint.Layout
+	// NoBreakdown leaves out the detail events and the histograms: counts
+	// and times per reason only.
+	NoBreakdown bool
+	// NoRaw uses perf tracepoint programs even where raw tracepoints
+	// work (to compare their cost).
+	NoRaw bool
 }
+
+// rowKey is the row map's key: the thread, the raw reason fields and the
+// breakdown key (0 for reasons without one), as the programs write it.
+type rowKey struct {
+	TID    uint32
+	_      uint32
+	Code   uint64
+	Sub    uint64
+	Detail uint64
+}
+
+// rowValue is the row map's value (offsets v*).
+type rowValue struct {
+	Count                                        uint64
+	GuestSum, GuestCount, GuestMin, GuestMax     uint64
+	HandleSum, HandleCount, HandleMin, HandleMax uint64
+}
+
+// threadState is the state map's value (offsets s*).
+type threadState struct {
+	Entry, Exit, Code, Sub, Detail uint64
+	Guest, HasGuest, Class         uint64
+	Entries, Drops, HistDrops      uint64
+}
+
+// histKey is the hist map's key: a row key without its thread.
+type histKey struct{ Code, Sub, Detail uint64 }
 
 // Counter counts kvm_exit and kvm_entry of one process in the kernel.
 type Counter struct {
-	namer   exits.Namer
-	exitMap *ebpf.Map
-	entries *ebpf.Map
-	state   *ebpf.Map
-	progs   []*ebpf.Program
-	links   []link.Link
+	cfg    Config
+	namer  exits.Namer
+	rows   *ebpf.Map
+	state  *ebpf.Map
+	hists  *ebpf.Map
+	zero   *ebpf.Map
+	progs  []*ebpf.Program
+	links  []link.Link
+	raw    bool
+	events []string
+	// rawErr is why raw tracepoints were not used (nil if they were).
+	rawErr error
 }
 
-// New loads and attaches the programs for the threads of process tgid.
-// tracefs is the tracefs directory (tracepoint.Probe finds it). It fails
-// when BPF is not allowed (no CAP_BPF and CAP_PERFMON, or root); the error
-// says so.
-func New(tracefs string, tgid int) (_ *Counter, err error) {
-	// kvm_entry's fields are not read, but it must exist.
-	if _, err := tracepoint.ReadFormat(tracefs, "kvm", "kvm_entry"); err != nil {
+// New loads and attaches the programs for the threads of process cfg.TGID:
+// raw tracepoint programs (BPF_PROG_TYPE_RAW_TRACEPOINT: no trace record is
+// built per event) where the kernel's tracepoint arguments carry the
+// fields (arm64), else perf tracepoint programs reading the fields at their
+// tracefs offsets. It fails when BPF is not allowed (no CAP_BPF and
+// CAP_PERFMON, or root); the error says so.
+func New(cfg Config) (_ *Counter, err error) {
+	exit, err := tracepoint.ReadFormat(cfg.Tracefs, "kvm", "kvm_exit")
+	if err != nil {
 		return nil, err
 	}
-	exit, err := tracepoint.ReadFormat(tracefs, "kvm", "kvm_exit")
-	if err != nil {
+	// kvm_entry's fields are not read, but it must exist.
+	if _, err := tracepoint.ReadFormat(cfg.Tracefs, "kvm", "kvm_entry"); err != nil {
 		return nil, err
 	}
 	namer, err := exits.NamerForFields(func(name string) bool { _, ok := exit.Field(name); return ok })
 	if err != nil {
 		return nil, fmt.Errorf("kvm:kvm_exit: %w", err)
 	}
-	code, _ := exit.Field(namer.CodeField())
-	sub, _ := exit.Field(namer.SubField())
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
 	_ = rlimit.RemoveMemlock()
 
-	c := &Counter{namer: namer}
+	c := &Counter{cfg: cfg, namer: namer}
 	defer func() {
 		if err != nil {
 			c.Close()
 		}
 	}()
-	if c.exitMap, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_exits", Type: ebpf.Hash, KeySize: 24, ValueSize: exitValueSize, MaxEntries: maxKeys}); err != nil {
-		return nil, permErr("create the BPF exit map", err)
+	if c.rows, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_rows", Type: ebpf.Hash, KeySize: 32, ValueSize: rowValueSize, MaxEntries: maxRows}); err != nil {
+		return nil, permErr("create the BPF row map", err)
 	}
-	if c.entries, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_entries", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: maxKeys}); err != nil {
-		return nil, permErr("create the BPF entry map", err)
-	}
-	if c.state, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_threads", Type: ebpf.Hash, KeySize: 4, ValueSize: threadStateSize, MaxEntries: maxKeys}); err != nil {
+	if c.state, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_threads", Type: ebpf.Hash, KeySize: 4, ValueSize: stateSize, MaxEntries: maxThreads}); err != nil {
 		return nil, permErr("create the BPF thread map", err)
 	}
-	exitInsns, err := exitProgram(c.exitMap.FD(), c.state.FD(), tgid, code, sub)
-	if err != nil {
+	breakdown := !cfg.NoBreakdown && namer.Arch() == "arm64"
+	if !cfg.NoBreakdown {
+		if c.hists, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_hists", Type: ebpf.Hash, KeySize: 24, ValueSize: histValueSize, MaxEntries: maxHists}); err != nil {
+			return nil, permErr("create the BPF histogram map", err)
+		}
+		if c.zero, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_zero", Type: ebpf.Array, KeySize: 4, ValueSize: histValueSize, MaxEntries: 1}); err != nil {
+			return nil, permErr("create the BPF zero map", err)
+		}
+	}
+	env := progEnv{tgid: cfg.TGID, stateFD: c.state.FD(), rowFD: c.rows.FD(), histsOff: cfg.NoBreakdown,
+		regions: cfg.Layout.Regions, breakdown: breakdown}
+	if c.hists != nil {
+		env.histFD, env.zeroFD = c.hists.FD(), c.zero.FD()
+	}
+	if len(env.regions) > 64 {
+		env.regions = env.regions[:64] // the rest count as unmapped
+	}
+	if namer.Arch() == "arm64" && !cfg.NoRaw {
+		if err := c.attach(env, true, exit); err == nil {
+			return c, nil
+		} else {
+			c.rawErr = err
+			c.detach()
+		}
+	} else if cfg.NoRaw {
+		c.rawErr = errors.New("not asked for")
+	} else {
+		c.rawErr = fmt.Errorf("%s's kvm_exit arguments do not carry the exit reason", namer.Arch())
+	}
+	if err := c.attach(env, false, exit); err != nil {
 		return nil, err
 	}
-	for _, p := range []struct {
+	return c, nil
+}
+
+// detail is one detail event: its tracepoint, raw argument index and
+// field name.
+type detail struct {
+	kind  detailKind
+	event string
+	arg   int
+	field string
+}
+
+// arm64Details are the detail events, with their TP_PROTO argument
+// (arch/arm64/kvm/trace_arm.h, trace_handle_exit.h) and record field.
+var arm64Details = []detail{
+	{detailWFx, "kvm_wfx_arm64", 1, "is_wfe"},      // (vcpu_pc, is_wfe)
+	{detailHVC, "kvm_hvc_arm64", 1, "r0"},          // (vcpu_pc, r0, imm)
+	{detailSysESR, "kvm_handle_sys_reg", 0, "hsr"}, // (hsr)
+	{detailFault, "kvm_guest_fault", 3, "ipa"},     // (vcpu_pc, hsr, hxfar, ipa)
+}
+
+// attach loads and attaches every program, raw or perf tracepoint ones.
+func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
+	env.raw = raw
+	typ := ebpf.TracePoint
+	if raw {
+		typ = ebpf.RawTracepoint
+		// kvm_exit(int ret, unsigned int esr_ec, unsigned long vcpu_pc),
+		// arch/arm64/kvm/trace_arm.h.
+		env.code, env.sub = rawArg(0), rawArg(1)
+	} else {
+		env.code, _ = exit.Field(c.namer.CodeField())
+		env.sub, _ = exit.Field(c.namer.SubField())
+	}
+	type prog struct {
 		name  string
 		insns asm.Instructions
-	}{
-		{"kvm_exit", exitInsns},
-		{"kvm_entry", entryProgram(c.exitMap.FD(), c.state.FD(), c.entries.FD(), tgid)},
-	} {
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "mvm_" + p.name, Type: ebpf.TracePoint, License: "GPL", Instructions: p.insns})
-		if err != nil {
-			return nil, permErr("load the BPF program for kvm:"+p.name, err)
+	}
+	exitInsns, err := env.exitProgram()
+	if err != nil {
+		return err
+	}
+	progs := []prog{{"kvm_exit", exitInsns}, {"kvm_entry", env.entryProgram()}}
+	if env.breakdown {
+		env.detailArg = map[detailKind]arg{}
+		for _, d := range arm64Details {
+			if raw {
+				env.detailArg[d.kind] = rawArg(d.arg)
+			} else {
+				f, err := tracepoint.ReadFormat(c.cfg.Tracefs, "kvm", d.event)
+				if err != nil {
+					continue
+				}
+				fd, ok := f.Field(d.field)
+				if !ok {
+					continue
+				}
+				env.detailArg[d.kind] = fd
+			}
+			if raw {
+				if _, err := tracepoint.ReadFormat(c.cfg.Tracefs, "kvm", d.event); err != nil {
+					continue // this kernel has no such event: "unknown" rows
+				}
+			}
+			insns, err := env.detailProgram(d.kind)
+			if err != nil {
+				return err
+			}
+			progs = append(progs, prog{d.event, insns})
 		}
-		c.progs = append(c.progs, prog)
-		l, err := link.Tracepoint("kvm", p.name, prog, nil)
+	}
+	var events []string
+	for _, p := range progs {
+		pr, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "mvm_" + shortName(p.name), Type: typ, License: "GPL", Instructions: p.insns})
 		if err != nil {
-			return nil, permErr("attach the BPF program to kvm:"+p.name, err)
+			return permErr("load the BPF program for kvm:"+p.name, err)
+		}
+		c.progs = append(c.progs, pr)
+		var l link.Link
+		if raw {
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: p.name, Program: pr})
+		} else {
+			l, err = link.Tracepoint("kvm", p.name, pr, nil)
+		}
+		if err != nil {
+			return permErr("attach the BPF program to kvm:"+p.name, err)
 		}
 		c.links = append(c.links, l)
+		events = append(events, "kvm:"+p.name)
 	}
-	return c, nil
+	c.raw, c.events = raw, events
+	return nil
+}
+
+// shortName fits a program name in the kernel's 15 characters.
+func shortName(event string) string {
+	n := strings.TrimPrefix(event, "kvm_")
+	if len(n) > 11 {
+		n = n[:11]
+	}
+	return n
+}
+
+func (c *Counter) detach() {
+	for _, l := range c.links {
+		l.Close()
+	}
+	for _, p := range c.progs {
+		p.Close()
+	}
+	c.links, c.progs = nil, nil
 }
 
 // permErr says what is missing when the kernel refuses BPF.
@@ -112,340 +279,320 @@ func permErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// loadField loads a tracepoint field of 1, 2, 4 or 8 bytes at ctx+off
-// into dst as a 64-bit value, sign-extended for signed fields, as
-// tracepoint.Field.Uint reads it.
-func loadField(dst, ctx asm.Register, f tracepoint.Field) (asm.Instructions, error) {
-	var size asm.Size
-	switch f.Size {
-	case 1:
-		size = asm.Byte
-	case 2:
-		size = asm.Half
-	case 4:
-		size = asm.Word
-	case 8:
-		size = asm.DWord
-	default:
-		return nil, fmt.Errorf("kvm:kvm_exit field %s has %d bytes", f.Name, f.Size)
-	}
-	insns := asm.Instructions{asm.LoadMem(dst, ctx, int16(f.Offset), size)}
-	if f.Signed && f.Size < 8 {
-		shift := int64(64 - 8*f.Size)
-		insns = append(insns, asm.LSh.Imm(dst, int32(shift)), asm.ArSh.Imm(dst, int32(shift)))
-	}
-	return insns, nil
-}
-
-// filterTGID returns early unless the current task belongs to tgid; it
-// leaves the thread id in R7. bpf_get_current_pid_tgid returns
-// tgid << 32 | pid (the thread id).
-func filterTGID(tgid int) asm.Instructions {
-	return asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1), // ctx, kept across calls
-		asm.FnGetCurrentPidTgid.Call(),
-		asm.Mov.Reg(asm.R7, asm.R0),
-		asm.RSh.Imm(asm.R0, 32),
-		asm.JNE.Imm(asm.R0, int32(tgid), "out"),
-	}
-}
-
-// Stack layout of both programs (offsets from R10):
-//
-//	-24..-1   exit key {u32 tid; u32 pad; u64 code; u64 sub}, or the tid
-//	-96..-25  a zeroed exitValue to insert
-//	-104      the thread id, key of the state map
-//	-144..-105 a zeroed thread state to insert
-//	-152      the handle time across a call
-const (
-	offKey   = -24
-	offValue = -96
-	offTID   = -104
-	offState = -144
-	offDelta = -152 // the handle time, kept across a call
-)
-
-// exitValue is the exit map's value: one (thread, reason)'s numbers.
-// Guest time: the thread's previous kvm_entry -> this kvm_exit; handle
-// time: this kvm_exit -> the thread's next kvm_entry (both
-// bpf_ktime_get_ns, CLOCK_MONOTONIC, taken when the program runs). Only
-// the thread of the key writes it, one CPU at a time, so plain stores
-// suffice; minima are 0 until the first sample.
-type exitValue struct {
-	Count                                        uint64
-	GuestSum, GuestCount, GuestMin, GuestMax     uint64
-	HandleSum, HandleCount, HandleMin, HandleMax uint64
-}
-
-// Field offsets in exitValue.
-const (
-	vCount = 8 * iota
-	vGuestSum
-	vGuestCount
-	vGuestMin
-	vGuestMax
-	vHandleSum
-	vHandleCount
-	vHandleMin
-	vHandleMax
-	exitValueSize
-)
-
-// Thread state (state map value): the last kvm_entry's time (0: none
-// since the last exit), the last kvm_exit's time (0: closed by an
-// entry) and that exit's key.
-const (
-	sEntry          = 0
-	sExit           = 8
-	sKey            = 16
-	threadStateSize = 40
-)
-
-// zero stores n zero bytes (a multiple of 8) at R10+off.
-func zero(off int16, n int) asm.Instructions {
-	insns := asm.Instructions{asm.Mov.Imm(asm.R1, 0)}
-	for i := 0; i < n; i += 8 {
-		insns = append(insns, asm.StoreMem(asm.R10, off+int16(i), asm.R1, asm.DWord))
-	}
-	return insns
-}
-
-// lookupOrInsert leaves in R0 the map value for the key at R10+keyOff,
-// inserting the zeroed value at R10+valOff first when the key is absent;
-// it jumps to "out" if the map is full. label must be unique per use.
-func lookupOrInsert(mapFD int, keyOff, valOff int16, valSize int, label string) asm.Instructions {
-	lookup := asm.Instructions{
-		asm.LoadMapPtr(asm.R1, mapFD),
-		asm.Mov.Reg(asm.R2, asm.R10),
-		asm.Add.Imm(asm.R2, int32(keyOff)),
-		asm.FnMapLookupElem.Call(),
-	}
-	insns := append(asm.Instructions{}, lookup...)
-	insns = append(insns, asm.JNE.Imm(asm.R0, 0, label+"_found"))
-	insns = append(insns, zero(valOff, valSize)...)
-	insns = append(insns,
-		asm.LoadMapPtr(asm.R1, mapFD),
-		asm.Mov.Reg(asm.R2, asm.R10),
-		asm.Add.Imm(asm.R2, int32(keyOff)),
-		asm.Mov.Reg(asm.R3, asm.R10),
-		asm.Add.Imm(asm.R3, int32(valOff)),
-		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
-		asm.FnMapUpdateElem.Call(),
-	)
-	insns = append(insns, lookup...)
-	insns = append(insns,
-		asm.JEq.Imm(asm.R0, 0, "out"),
-		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(label+"_found"),
-	)
-	return insns
-}
-
-// addSample adds the duration in R2 to the sum, count, min and max at
-// base+off.. of the value in R9 (R3 is scratch).
-func addSample(sum, count, minOff, maxOff int16, label string) asm.Instructions {
-	return asm.Instructions{
-		asm.LoadMem(asm.R3, asm.R9, sum, asm.DWord),
-		asm.Add.Reg(asm.R3, asm.R2),
-		asm.StoreMem(asm.R9, sum, asm.R3, asm.DWord),
-		asm.LoadMem(asm.R3, asm.R9, count, asm.DWord),
-		asm.Add.Imm(asm.R3, 1),
-		asm.StoreMem(asm.R9, count, asm.R3, asm.DWord),
-		asm.LoadMem(asm.R3, asm.R9, minOff, asm.DWord),
-		asm.JEq.Imm(asm.R3, 0, label+"_setmin"),
-		asm.JGE.Reg(asm.R2, asm.R3, label+"_max"),
-		asm.StoreMem(asm.R9, minOff, asm.R2, asm.DWord).WithSymbol(label + "_setmin"),
-		asm.LoadMem(asm.R3, asm.R9, maxOff, asm.DWord).WithSymbol(label + "_max"),
-		asm.JLE.Reg(asm.R2, asm.R3, label+"_done"),
-		asm.StoreMem(asm.R9, maxOff, asm.R2, asm.DWord),
-		asm.Mov.Reg(asm.R2, asm.R2).WithSymbol(label + "_done"),
-	}
-}
-
-// epilogue returns 1: a tracepoint program returning 0 makes the kernel
-// skip every perf event of that tracepoint (perf_trace_run_bpf_submit),
-// which would hide the events from perf kvm stat or mvm's own perf path
-// running meanwhile.
-func epilogue() asm.Instructions {
-	return asm.Instructions{asm.Mov.Imm(asm.R0, 1).WithSymbol("out"), asm.Return()}
-}
-
-// exitProgram, on kvm_exit: counts the (thread, code, sub) key, adds the
-// guest time since the thread's last kvm_entry, and leaves the exit
-// pending in the thread's state for the next entry.
-func exitProgram(exitFD, stateFD, tgid int, code, sub tracepoint.Field) (asm.Instructions, error) {
-	insns := filterTGID(tgid)
-	insns = append(insns,
-		asm.StoreMem(asm.R10, offKey, asm.R7, asm.Word),
-		asm.StoreImm(asm.R10, offKey+4, 0, asm.Word),
-		asm.StoreMem(asm.R10, offTID, asm.R7, asm.Word),
-	)
-	lc, err := loadField(asm.R1, asm.R6, code)
-	if err != nil {
-		return nil, err
-	}
-	insns = append(insns, lc...)
-	insns = append(insns, asm.StoreMem(asm.R10, offKey+8, asm.R1, asm.DWord))
-	if sub.Name != "" {
-		ls, err := loadField(asm.R1, asm.R6, sub)
-		if err != nil {
-			return nil, err
-		}
-		insns = append(insns, ls...)
-	} else {
-		insns = append(insns, asm.Mov.Imm(asm.R1, 0))
-	}
-	insns = append(insns, asm.StoreMem(asm.R10, offKey+16, asm.R1, asm.DWord))
-	insns = append(insns, asm.FnKtimeGetNs.Call(), asm.Mov.Reg(asm.R8, asm.R0))
-	insns = append(insns, lookupOrInsert(exitFD, offKey, offValue, exitValueSize, "val")...)
-	insns = append(insns,
-		asm.Mov.Reg(asm.R9, asm.R0),
-		asm.LoadMem(asm.R3, asm.R9, vCount, asm.DWord),
-		asm.Add.Imm(asm.R3, 1),
-		asm.StoreMem(asm.R9, vCount, asm.R3, asm.DWord),
-	)
-	insns = append(insns, lookupOrInsert(stateFD, offTID, offState, threadStateSize, "st")...)
-	insns = append(insns,
-		asm.LoadMem(asm.R1, asm.R0, sEntry, asm.DWord),
-		asm.JEq.Imm(asm.R1, 0, "pend"),
-		asm.Mov.Reg(asm.R2, asm.R8),
-		asm.Sub.Reg(asm.R2, asm.R1),
-	)
-	insns = append(insns, addSample(vGuestSum, vGuestCount, vGuestMin, vGuestMax, "guest")...)
-	insns = append(insns,
-		asm.Mov.Imm(asm.R1, 0).WithSymbol("pend"),
-		asm.StoreMem(asm.R0, sEntry, asm.R1, asm.DWord),
-		asm.StoreMem(asm.R0, sExit, asm.R8, asm.DWord),
-	)
-	for i := int16(0); i < 24; i += 8 {
-		insns = append(insns,
-			asm.LoadMem(asm.R1, asm.R10, offKey+i, asm.DWord),
-			asm.StoreMem(asm.R0, sKey+i, asm.R1, asm.DWord),
-		)
-	}
-	return append(insns, epilogue()...), nil
-}
-
-// entryProgram, on kvm_entry: counts the thread's entries, closes its
-// pending exit with the handle time, and records the entry's time.
-func entryProgram(exitFD, stateFD, entryFD, tgid int) asm.Instructions {
-	insns := filterTGID(tgid)
-	insns = append(insns,
-		asm.StoreMem(asm.R10, offTID, asm.R7, asm.Word),
-		asm.FnKtimeGetNs.Call(),
-		asm.Mov.Reg(asm.R8, asm.R0),
-	)
-	insns = append(insns, lookupOrInsert(entryFD, offTID, offValue, 8, "ent")...)
-	insns = append(insns,
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-		asm.Add.Imm(asm.R1, 1),
-		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-	)
-	insns = append(insns, lookupOrInsert(stateFD, offTID, offState, threadStateSize, "st")...)
-	insns = append(insns,
-		asm.Mov.Reg(asm.R7, asm.R0), // the state, kept across the next lookup
-		asm.StoreMem(asm.R7, sEntry, asm.R8, asm.DWord),
-		asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
-		asm.JEq.Imm(asm.R1, 0, "out"),
-		asm.Mov.Imm(asm.R2, 0),
-		asm.StoreMem(asm.R7, sExit, asm.R2, asm.DWord),
-		asm.Mov.Reg(asm.R2, asm.R8),
-		asm.Sub.Reg(asm.R2, asm.R1),
-		asm.StoreMem(asm.R10, offDelta, asm.R2, asm.DWord),
-	)
-	for i := int16(0); i < 24; i += 8 {
-		insns = append(insns,
-			asm.LoadMem(asm.R1, asm.R7, sKey+i, asm.DWord),
-			asm.StoreMem(asm.R10, offKey+i, asm.R1, asm.DWord),
-		)
-	}
-	insns = append(insns,
-		asm.LoadMapPtr(asm.R1, exitFD),
-		asm.Mov.Reg(asm.R2, asm.R10),
-		asm.Add.Imm(asm.R2, offKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "out"),
-		asm.Mov.Reg(asm.R9, asm.R0),
-		asm.LoadMem(asm.R2, asm.R10, offDelta, asm.DWord),
-	)
-	insns = append(insns, addSample(vHandleSum, vHandleCount, vHandleMin, vHandleMax, "handle")...)
-	return append(insns, epilogue()...)
-}
-
 // Namer is the reason namer chosen from the kvm_exit format.
 func (c *Counter) Namer() exits.Namer { return c.namer }
 
-// Snapshot reads the maps and groups the counts by vCPU with vcpuOf
-// (thread id -> vCPU; ok false gathers the thread under vCPU -1), in the
-// form of the perf_event path's aggregate (counts only).
-func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) ([]tracepoint.VCPUStats, error) {
+// Describe says, for the Sources list, how the counter counts: which
+// program type on which events, and why not raw tracepoints.
+func (c *Counter) Describe() string {
+	var b strings.Builder
+	b.WriteString("counted, timed")
+	if c.hists != nil {
+		b.WriteString(" and histogrammed")
+	}
+	b.WriteString(" per thread, reason")
+	if len(c.events) > 2 {
+		b.WriteString(" and breakdown key")
+	}
+	b.WriteString(" in the kernel by BPF programs on ")
+	b.WriteString(strings.Join(c.events, ", "))
+	if c.raw {
+		b.WriteString(" (raw tracepoints)")
+	} else {
+		fmt.Fprintf(&b, " (perf tracepoint programs; raw tracepoints not used: %v)", c.rawErr)
+	}
+	return b.String()
+}
+
+// Raw reports whether raw tracepoint programs are in use.
+func (c *Counter) Raw() bool { return c.raw }
+
+// Snapshot is what the maps hold, grouped by vCPU.
+type Snapshot struct {
+	VCPUs []tracepoint.VCPUStats
+	// Details holds the VM-wide latency percentiles per reason and
+	// breakdown row (nil without histograms).
+	Details *tracepoint.Details
+	// HistDropped counts samples left out of the histograms (their map
+	// was full); counts and times do not miss them.
+	HistDropped uint64
+}
+
+// acc is one (thread, reason) in the making.
+type acc struct {
+	rs   tracepoint.ReasonStats
+	rows map[uint64]*tracepoint.RowStats
+}
+
+// histAcc is one VM-wide (reason, key) histogram pair in the making.
+type histAcc struct {
+	guest, handle []uint64
+	rs            tracepoint.ReasonStats // sums, minima, maxima
+}
+
+// Snapshot reads the maps and groups them by vCPU with vcpuOf (thread id
+// -> vCPU; ok false gathers the thread under vCPU -1), in the form of the
+// perf_event path's aggregate. Each thread's exit still waiting for its
+// next entry is counted with its guest time, as the perf path flushes it.
+// While the threads run, a thread's numbers can trail by the exit it is
+// handling.
+func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) {
+	byTID := map[uint32]map[string]*acc{}
+	hists := map[histKey]*histAcc{}
+	get := func(tid uint32, k histKey) (*acc, uint64) {
+		name := c.namer.ExitName(k.Code, k.Sub)
+		m, ok := byTID[tid]
+		if !ok {
+			m = map[string]*acc{}
+			byTID[tid] = m
+		}
+		a, ok := m[name]
+		if !ok {
+			a = &acc{rs: tracepoint.ReasonStats{Reason: name}, rows: map[uint64]*tracepoint.RowStats{}}
+			m[name] = a
+		}
+		key := k.Detail
+		if key>>56 == tracepoint.ClassSys && key&sysESRMark != 0 {
+			key = tracepoint.SysRegKeyFromESR(key)
+		}
+		return a, key
+	}
+	add := func(tid uint32, k histKey, v rowValue) {
+		a, key := get(tid, k)
+		rv := tracepoint.ReasonStats{Count: v.Count,
+			GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, GuestMinNS: v.GuestMin, GuestMaxNS: v.GuestMax,
+			HandleCount: v.HandleCount, HandleSumNS: v.HandleSum, HandleMinNS: v.HandleMin, HandleMaxNS: v.HandleMax}
+		a.rs.Merge(&rv)
+		if c.hists != nil {
+			h := hists[histKey{k.Code, k.Sub, key}]
+			if h == nil {
+				h = &histAcc{guest: make([]uint64, hist.NumBuckets), handle: make([]uint64, hist.NumBuckets)}
+				hists[histKey{k.Code, k.Sub, key}] = h
+			}
+			h.rs.Merge(&rv)
+		}
+		if tracepoint.BreakdownClass(c.namer, k.Code, k.Sub) == 0 || c.cfg.NoBreakdown {
+			return
+		}
+		r := a.rows[key]
+		if r == nil {
+			r = &tracepoint.RowStats{}
+			a.rows[key] = r
+		}
+		r.Count += v.Count
+		r.GuestCount += v.GuestCount
+		r.GuestSumNS += v.GuestSum
+		r.HandleCount += v.HandleCount
+		r.HandleSumNS += v.HandleSum
+	}
+	var rk rowKey
+	var rv rowValue
+	it := c.rows.Iterate()
+	for it.Next(&rk, &rv) {
+		add(rk.TID, histKey{rk.Code, rk.Sub, rk.Detail}, rv)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the BPF row map: %w", err)
+	}
+	entries := map[uint32]uint64{}
+	var lost, histDropped uint64
+	var tid uint32
+	var st threadState
+	var pending []struct {
+		tid  uint32
+		k    histKey
+		hist uint64
+	}
+	it = c.state.Iterate()
+	for it.Next(&tid, &st) {
+		entries[tid] += st.Entries
+		lost += st.Drops
+		histDropped += st.HistDrops
+		if st.Exit == 0 {
+			continue
+		}
+		v := rowValue{Count: 1}
+		if st.HasGuest != 0 {
+			v.GuestSum, v.GuestCount, v.GuestMin, v.GuestMax = st.Guest, 1, st.Guest, st.Guest
+		}
+		k := histKey{st.Code, st.Sub, st.Detail}
+		add(tid, k, v)
+		if st.HasGuest != 0 {
+			pending = append(pending, struct {
+				tid  uint32
+				k    histKey
+				hist uint64
+			}{tid, k, st.Guest})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the BPF thread map: %w", err)
+	}
+	snap := &Snapshot{HistDropped: histDropped}
+	if c.hists != nil {
+		var buckets [2 * hist.NumBuckets]uint64
+		var hk histKey
+		it = c.hists.Iterate()
+		for it.Next(&hk, &buckets) {
+			key := hk.Detail
+			if key>>56 == tracepoint.ClassSys && key&sysESRMark != 0 {
+				key = tracepoint.SysRegKeyFromESR(key)
+			}
+			h := hists[histKey{hk.Code, hk.Sub, key}]
+			if h == nil {
+				continue // a row not read (it appeared after the row map was)
+			}
+			for i := range hist.NumBuckets {
+				h.guest[i] += buckets[i]
+				h.handle[i] += buckets[hist.NumBuckets+i]
+			}
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("read the BPF histogram map: %w", err)
+		}
+		for _, p := range pending {
+			_, key := get(p.tid, p.k)
+			if h := hists[histKey{p.k.Code, p.k.Sub, key}]; h != nil {
+				h.guest[hist.Index(p.hist)]++
+			}
+		}
+		snap.Details = c.details(hists)
+	}
 	byVCPU := map[int]*tracepoint.VCPUStats{}
-	reasons := map[int]map[string]*tracepoint.ReasonStats{}
-	get := func(tid uint32) (*tracepoint.VCPUStats, map[string]*tracepoint.ReasonStats) {
+	reasons := map[int]map[string]*acc{}
+	vcpu := func(tid uint32) int {
 		v, ok := vcpuOf(int(tid))
 		if !ok {
 			v = -1
 		}
 		if _, ok := byVCPU[v]; !ok {
 			byVCPU[v] = &tracepoint.VCPUStats{VCPU: v}
-			reasons[v] = map[string]*tracepoint.ReasonStats{}
+			reasons[v] = map[string]*acc{}
 		}
-		return byVCPU[v], reasons[v]
+		return v
 	}
-	var k exitKey
-	var ev exitValue
-	it := c.exitMap.Iterate()
-	for it.Next(&k, &ev) {
-		_, rs := get(k.TID)
-		name := c.namer.ExitName(k.Code, k.Sub)
-		r, ok := rs[name]
-		if !ok {
-			r = &tracepoint.ReasonStats{Reason: name}
-			rs[name] = r
+	for tid, m := range byTID {
+		v := vcpu(tid)
+		for name, a := range m {
+			into := reasons[v][name]
+			if into == nil {
+				into = &acc{rs: tracepoint.ReasonStats{Reason: name}, rows: map[uint64]*tracepoint.RowStats{}}
+				reasons[v][name] = into
+			}
+			into.rs.Merge(&a.rs)
+			for k, r := range a.rows {
+				x := into.rows[k]
+				if x == nil {
+					x = &tracepoint.RowStats{}
+					into.rows[k] = x
+				}
+				x.Count += r.Count
+				x.GuestCount += r.GuestCount
+				x.GuestSumNS += r.GuestSumNS
+				x.HandleCount += r.HandleCount
+				x.HandleSumNS += r.HandleSumNS
+			}
 		}
-		mergeValue(r, ev)
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read the BPF exit map: %w", err)
+	for tid, n := range entries {
+		byVCPU[vcpu(tid)].Entries += n
 	}
-	var tid uint32
-	var n uint64
-	it = c.entries.Iterate()
-	for it.Next(&tid, &n) {
-		v, _ := get(tid)
-		v.Entries += n
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read the BPF entry map: %w", err)
+	if lost > 0 {
+		// Rows the full map could not take: every count is a lower bound.
+		byVCPU[vcpu(0)].Lost += lost
 	}
 	ids := make([]int, 0, len(byVCPU))
 	for id := range byVCPU {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	out := make([]tracepoint.VCPUStats, 0, len(ids))
 	for _, id := range ids {
 		v := *byVCPU[id]
-		for _, r := range reasons[id] {
-			v.Reasons = append(v.Reasons, *r)
+		for _, a := range reasons[id] {
+			r := a.rs
+			for k, row := range a.rows {
+				x := *row
+				x.Key = tracepoint.KeyName(c.cfg.Layout, k)
+				r.Breakdown = mergeRow(r.Breakdown, x)
+			}
+			slices.SortFunc(r.Breakdown, func(x, y tracepoint.RowStats) int {
+				return cmp.Or(cmp.Compare(y.Count, x.Count), cmp.Compare(x.Key, y.Key))
+			})
+			v.Reasons = append(v.Reasons, r)
 		}
 		slices.SortFunc(v.Reasons, func(a, b tracepoint.ReasonStats) int {
-			if c := cmp.Compare(b.Count, a.Count); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.Reason, b.Reason)
+			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason))
 		})
-		out = append(out, v)
+		snap.VCPUs = append(snap.VCPUs, v)
 	}
-	return out, nil
+	return snap, nil
 }
 
-// mergeValue adds one thread's numbers for a reason into r.
-func mergeValue(r *tracepoint.ReasonStats, v exitValue) {
-	r.Merge(&tracepoint.ReasonStats{
-		Count:      v.Count,
-		GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, GuestMinNS: v.GuestMin, GuestMaxNS: v.GuestMax,
-		HandleCount: v.HandleCount, HandleSumNS: v.HandleSum, HandleMinNS: v.HandleMin, HandleMaxNS: v.HandleMax,
-	})
+// mergeRow adds r to the row of the same name (two keys can share a name,
+// as regions of one device do).
+func mergeRow(rows []tracepoint.RowStats, r tracepoint.RowStats) []tracepoint.RowStats {
+	for i := range rows {
+		if rows[i].Key == r.Key {
+			rows[i].Count += r.Count
+			rows[i].GuestCount += r.GuestCount
+			rows[i].GuestSumNS += r.GuestSumNS
+			rows[i].HandleCount += r.HandleCount
+			rows[i].HandleSumNS += r.HandleSumNS
+			return rows
+		}
+	}
+	return append(rows, r)
+}
+
+// details turns the VM-wide histograms into percentiles per reason and
+// breakdown row.
+func (c *Counter) details(hists map[histKey]*histAcc) *tracepoint.Details {
+	d := &tracepoint.Details{Latency: map[string]*exits.Latency{}, RowLatency: map[string]map[string]*exits.Latency{}}
+	type pair struct{ guest, handle *hist.H }
+	byReason := map[string]*pair{}
+	byRow := map[string]map[string]*pair{}
+	mk := func(h *histAcc) *pair {
+		g, _ := hist.FromBuckets(h.guest, h.rs.GuestSumNS, h.rs.GuestMinNS, h.rs.GuestMaxNS)
+		hh, _ := hist.FromBuckets(h.handle, h.rs.HandleSumNS, h.rs.HandleMinNS, h.rs.HandleMaxNS)
+		return &pair{g, hh}
+	}
+	for k, h := range hists {
+		name := c.namer.ExitName(k.Code, k.Sub)
+		p := mk(h)
+		if byReason[name] == nil {
+			byReason[name] = &pair{&hist.H{}, &hist.H{}}
+		}
+		byReason[name].guest.Merge(p.guest)
+		byReason[name].handle.Merge(p.handle)
+		if tracepoint.BreakdownClass(c.namer, k.Code, k.Sub) == 0 {
+			continue
+		}
+		if byRow[name] == nil {
+			byRow[name] = map[string]*pair{}
+		}
+		key := tracepoint.KeyName(c.cfg.Layout, k.Detail)
+		if byRow[name][key] == nil {
+			byRow[name][key] = &pair{&hist.H{}, &hist.H{}}
+		}
+		byRow[name][key].guest.Merge(p.guest)
+		byRow[name][key].handle.Merge(p.handle)
+	}
+	pct := func(p *pair) *exits.Latency {
+		q := func(h *hist.H) exits.Percentiles {
+			return exits.Percentiles{P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), Max: h.Max()}
+		}
+		return &exits.Latency{Guest: q(p.guest), Handle: q(p.handle)}
+	}
+	for name, p := range byReason {
+		d.Latency[name] = pct(p)
+	}
+	for name, m := range byRow {
+		d.RowLatency[name] = map[string]*exits.Latency{}
+		for key, p := range m {
+			d.RowLatency[name][key] = pct(p)
+		}
+	}
+	return d
 }
 
 // Close detaches the programs and frees the maps.
@@ -457,11 +604,11 @@ func (c *Counter) Close() error {
 	for _, p := range c.progs {
 		errs = append(errs, p.Close())
 	}
-	for _, m := range []*ebpf.Map{c.exitMap, c.entries, c.state} {
+	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	c.links, c.progs, c.exitMap, c.entries, c.state = nil, nil, nil, nil, nil
+	c.links, c.progs, c.rows, c.state, c.hists, c.zero = nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -3,31 +3,231 @@
 package bpfagg
 
 import (
+	"math/rand/v2"
 	"os"
+	"runtime"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/hist"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
 )
 
-// TestLoadAndAttach: the kernel's verifier accepts both programs with the
+// TestLoadAndAttach: the kernel's verifier accepts the programs with the
 // field offsets of this host's kvm_exit format, and they attach. This host
 // may never fire kvm_exit (kvm_pvm does not), so the counts are checked in
-// the lab (TestQEMUProfileCommand: BPF and perf counts per vCPU).
+// the lab (TestQEMUProfileCommand: BPF and perf counts per vCPU) and below
+// by running the programs on made-up arguments.
 func TestLoadAndAttach(t *testing.T) {
 	root, err := tracepoint.ProbeEnv(tracepoint.SystemEnv(true))
 	if err != nil {
 		t.Fatalf("tracepoints: %v", err)
 	}
-	c, err := New(root, os.Getpid())
+	c, err := New(Config{Tracefs: root, TGID: os.Getpid()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs, err := c.Snapshot(func(int) (int, bool) { return 0, false })
+	snap, err := c.Snapshot(func(int) (int, bool) { return 0, false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d vCPUs with counts; namer %s", len(vs), c.Namer().Arch())
+	t.Logf("%d vCPUs with counts; namer %s; %s", len(snap.VCPUs), c.Namer().Arch(), c.Describe())
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runProg loads insns as a raw tracepoint program and runs it once on the
+// calling thread with args as its context (BPF_PROG_TEST_RUN).
+func runProg(t *testing.T, insns asm.Instructions, args ...uint64) {
+	t.Helper()
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, License: "GPL", Instructions: insns})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	defer p.Close()
+	ctx := make([]uint64, 4)
+	copy(ctx, args)
+	if _, err := p.Run(&ebpf.RunOptions{Context: ctx}); err != nil {
+		t.Skipf("BPF_PROG_TEST_RUN of a raw tracepoint program: %v", err)
+	}
+}
+
+// TestBucketMatchesHist: the BPF bucket index of a value is exits/hist's.
+func TestBucketMatchesHist(t *testing.T) {
+	out, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	if err != nil {
+		t.Skipf("BPF maps: %v", err)
+	}
+	defer out.Close()
+	insns := asm.Instructions{asm.LoadMem(asm.R2, asm.R1, 0, asm.DWord)}
+	insns = append(insns, bucket("b")...)
+	insns = append(insns,
+		asm.StoreMem(asm.R10, -16, asm.R2, asm.DWord),
+		asm.StoreImm(asm.R10, -4, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, out.FD()),
+		asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, -4),
+		asm.Mov.Reg(asm.R3, asm.R10), asm.Add.Imm(asm.R3, -16),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnMapUpdateElem.Call(),
+		asm.Mov.Imm(asm.R0, 0), asm.Return(),
+	)
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, License: "GPL", Instructions: insns})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	defer p.Close()
+	vals := []uint64{0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 1000, 1 << 20, 1<<36 - 1, 1 << 36, 1<<37 - 1, 1 << 37, 1 << 40, 1<<63 + 5, ^uint64(0)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 300 {
+		vals = append(vals, rng.Uint64()>>rng.IntN(64))
+	}
+	for _, v := range vals {
+		if _, err := p.Run(&ebpf.RunOptions{Context: []uint64{v}}); err != nil {
+			t.Skipf("BPF_PROG_TEST_RUN: %v", err)
+		}
+		var got uint64
+		if err := out.Lookup(uint32(0), &got); err != nil {
+			t.Fatal(err)
+		}
+		if want := hist.Index(v); got != uint64(want) {
+			t.Errorf("bucket(%d) = %d, hist.Index %d", v, got, want)
+		}
+	}
+}
+
+// TestProgramsAccount runs the raw tracepoint programs of an arm64 kernel
+// on a made-up sequence of this thread's events and compares the counts,
+// breakdown rows and timed samples with the perf path's aggregator fed the
+// same sequence.
+func TestProgramsAccount(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	namer, err := exits.NamerForFields(func(n string) bool { return n == "ret" || n == "esr_ec" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := tracepoint.Layout{Regions: []tracepoint.Region{{Name: "gicd", Base: 0x800_0000, Size: 0x1_0000}, {Name: "uart", Base: 0x900_0000, Size: 0x1000}}}
+	c := &Counter{cfg: Config{TGID: os.Getpid(), Layout: layout}, namer: namer}
+	defer c.Close()
+	mk := func(name string, key, val, n uint32, typ ebpf.MapType) *ebpf.Map {
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Name: name, Type: typ, KeySize: key, ValueSize: val, MaxEntries: n})
+		if err != nil {
+			t.Skipf("BPF maps: %v", err)
+		}
+		return m
+	}
+	c.rows = mk("r", 32, rowValueSize, 64, ebpf.Hash)
+	c.state = mk("s", 4, stateSize, 8, ebpf.Hash)
+	c.hists = mk("h", 24, histValueSize, 16, ebpf.Hash)
+	c.zero = mk("z", 4, histValueSize, 1, ebpf.Array)
+	env := progEnv{tgid: os.Getpid(), raw: true, stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
+		code: rawArg(0), sub: rawArg(1), regions: layout.Regions, breakdown: true,
+		detailArg: map[detailKind]arg{detailWFx: rawArg(1), detailHVC: rawArg(1), detailSysESR: rawArg(0), detailFault: rawArg(3)}}
+	exitP, err := env.exitProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entryP := env.entryProgram()
+	detailP := map[detailKind]asm.Instructions{}
+	for _, k := range []detailKind{detailWFx, detailHVC, detailSysESR, detailFault} {
+		if detailP[k], err = env.detailProgram(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tid := unix.Gettid()
+	agg := tracepoint.NewAggregator(namer)
+	agg.Configure(layout)
+	agg.SetVCPU(tid, 0)
+	var evs []tracepoint.Event
+	now := uint64(1000)
+	entry := func() {
+		runProg(t, entryP, 0)
+		now += 10
+		evs = append(evs, tracepoint.Event{Kind: tracepoint.EventEntry, TID: tid, Time: now})
+	}
+	exit := func(ret, ec uint64) {
+		runProg(t, exitP, ret, ec, 0x1234)
+		now += 10
+		evs = append(evs, tracepoint.Event{Kind: tracepoint.EventExit, TID: tid, Time: now, Code: ret, Sub: ec, PC: 0x1234})
+	}
+	det := func(k detailKind, tk tracepoint.DetailKind, perfVal uint64, args ...uint64) {
+		runProg(t, detailP[k], args...)
+		now += 10
+		evs = append(evs, tracepoint.Event{Kind: tracepoint.EventDetail, TID: tid, Time: now, Detail: tk, Val: perfVal})
+	}
+	// ICC_SGI1R_EL1 write: Op0 3, Op1 0, CRn 12, CRm 11, Op2 5; ISS
+	// Op0<<20 | Op2<<17 | Op1<<14 | CRn<<10 | Rt<<5 | CRm<<1 | dir(0 write).
+	esr := uint64(0x18)<<26 | 3<<20 | 5<<17 | 0<<14 | 12<<10 | 1<<5 | 11<<1
+	exit(2, 0x01) // an exit before any entry: no guest time
+	det(detailWFx, tracepoint.DetailWFx, 1, 0x1234, 1)
+	entry()
+	exit(2, 0x18)
+	det(detailSysESR, tracepoint.DetailSysRegESR, esr, esr)
+	entry()
+	exit(0, 0) // IRQ
+	entry()
+	exit(2, 0x24)
+	det(detailFault, tracepoint.DetailFault, 0x900_0004, 0x1234, 0, 0, 0x900_0004)
+	det(detailFault, tracepoint.DetailFault, 0x800_0000, 0x1234, 0, 0, 0x800_0000) // a second one does not rekey
+	entry()
+	exit(2, 0x24)
+	det(detailFault, tracepoint.DetailFault, 0x100, 0x1234, 0, 0, 0x100) // unmapped
+	entry()
+	exit(2, 0x01)
+	det(detailWFx, tracepoint.DetailWFx, 0, 0x1234, 0)
+	entry()
+	exit(2, 0x16)
+	det(detailHVC, tracepoint.DetailHVC, 0x8400_0000, 0x1234, 0x8400_0000, 0) // left pending: the thread's last exit
+	agg.Add(evs)
+	agg.Flush()
+	want := tracepoint.Total(agg.Snapshot())
+
+	snap, err := c.Snapshot(func(int) (int, bool) { return 0, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tracepoint.Total(snap.VCPUs)
+	if got.Entries != want.Entries || got.Exits() != want.Exits() {
+		t.Errorf("BPF entries %d exits %d, perf path %d and %d", got.Entries, got.Exits(), want.Entries, want.Exits())
+	}
+	for _, w := range want.Reasons {
+		var g *tracepoint.ReasonStats
+		for i := range got.Reasons {
+			if got.Reasons[i].Reason == w.Reason {
+				g = &got.Reasons[i]
+			}
+		}
+		if g == nil {
+			t.Errorf("%s: missing in BPF", w.Reason)
+			continue
+		}
+		if g.Count != w.Count || g.GuestCount != w.GuestCount || g.HandleCount != w.HandleCount {
+			t.Errorf("%s: BPF count %d guest %d handle %d, perf %d %d %d", w.Reason, g.Count, g.GuestCount, g.HandleCount, w.Count, w.GuestCount, w.HandleCount)
+		}
+		if g.GuestCount > 0 && g.GuestSumNS == 0 || g.HandleCount > 0 && g.HandleSumNS == 0 {
+			t.Errorf("%s: BPF times %d/%d ns", w.Reason, g.GuestSumNS, g.HandleSumNS)
+		}
+		rows := map[string]uint64{}
+		for _, r := range g.Breakdown {
+			rows[r.Key] = r.Count
+		}
+		for _, r := range w.Breakdown {
+			if rows[r.Key] != r.Count {
+				t.Errorf("%s %s: BPF %d, perf %d (BPF rows %v)", w.Reason, r.Key, rows[r.Key], r.Count, rows)
+			}
+		}
+		if len(rows) != len(w.Breakdown) {
+			t.Errorf("%s: BPF rows %v, perf %v", w.Reason, rows, w.Breakdown)
+		}
+		l := snap.Details.Latency[w.Reason]
+		if l == nil || g.GuestCount > 0 && l.Guest.Max != g.GuestMaxNS || g.HandleCount > 0 && (l.Handle.P50 == 0 || l.Handle.Max != g.HandleMaxNS) {
+			t.Errorf("%s: BPF percentiles %+v, stats %+v", w.Reason, l, g)
+		}
+	}
+	t.Logf("BPF: %+v", got)
 }

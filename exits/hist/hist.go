@@ -7,6 +7,7 @@
 package hist
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 )
@@ -120,4 +121,27 @@ func (h *H) Quantile(q float64) uint64 {
 		}
 	}
 	return h.max
+}
+
+// Index is the bucket a value falls in (0 <= Index < NumBuckets), for a
+// source that counts buckets itself (exits/bpfagg computes the same index
+// in a BPF program and checks it against this one).
+func Index(v uint64) int { return index(v) }
+
+// FromBuckets builds a histogram from per-bucket counts (indices as
+// Index; len(counts) <= NumBuckets) and the exact sum, minimum and maximum
+// of the samples counted.
+func FromBuckets(counts []uint64, sum, minV, maxV uint64) (*H, error) {
+	if len(counts) > NumBuckets {
+		return nil, fmt.Errorf("hist: %d buckets, at most %d", len(counts), NumBuckets)
+	}
+	h := &H{sum: sum, min: minV, max: maxV}
+	for i, c := range counts {
+		h.counts[i] = c
+		h.n += c
+	}
+	if h.n == 0 {
+		return &H{}, nil
+	}
+	return h, nil
 }

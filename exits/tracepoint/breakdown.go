@@ -170,12 +170,7 @@ func (a *Aggregator) detailKey(cls uint64, ev *Event) (uint64, bool) {
 	case cls == classSys && ev.Detail == DetailSysReg:
 		return classSys<<56 | ev.Val&0x1ffff, true
 	case cls == classSys && ev.Detail == DetailSysRegESR:
-		r, read := exits.SysRegFromISS(ev.Val & 0x1ff_ffff)
-		k := uint64(r.Op0)<<14 | uint64(r.Op1)<<11 | uint64(r.CRn)<<7 | uint64(r.CRm)<<3 | uint64(r.Op2)
-		if !read {
-			k |= 1 << 16
-		}
-		return classSys<<56 | k, true
+		return SysRegKeyFromESR(ev.Val), true
 	case cls == classDev && ev.Detail == DetailFault:
 		return classDev<<56 | uint64(a.region(ev.Val)), true
 	case cls == classFunc && (ev.Detail == DetailHVC || ev.Detail == DetailSMC):

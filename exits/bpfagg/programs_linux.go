@@ -1,0 +1,514 @@
+//go:build linux
+
+package bpfagg
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/hist"
+	"github.com/mvm-dev/mvm/exits/tracepoint"
+)
+
+// The programs, built with cilium/ebpf's asm package. Per event they do as
+// little as they can: kvm_exit looks up its thread's state once and leaves
+// the exit pending there (reason, detail class, guest time); a detail
+// event (kvm_wfx_arm64, ...) looks up the same state and sets the pending
+// exit's breakdown key; kvm_entry looks up the state, the row of
+// (thread, reason, key) and the VM-wide histogram of (reason, key), and
+// accounts the pending exit with its handling time. An exit still pending
+// when the maps are read (a thread's last) is accounted by Snapshot.
+
+// Thread state (state map value, keyed by thread id).
+const (
+	sEntry    = 0  // time of the last kvm_entry not closed by an exit (0: none)
+	sExit     = 8  // time of the pending exit (0: none)
+	sCode     = 16 // the pending exit's reason fields and breakdown key:
+	sSub      = 24 // the same layout as a row key after its thread id
+	sDetail   = 32
+	sGuest    = 40 // its guest time, valid when sHasGuest is 1
+	sHasGuest = 48
+	sClass    = 56 // its breakdown class (0: none)
+	sEntries  = 64 // kvm_entry count
+	sDrops    = 72 // exits not counted: the row map was full
+	sHistDrop = 80 // samples not in a histogram: the histogram map was full
+	stateSize = 88
+)
+
+// Row value (row map, keyed by rowKey): one (thread, reason, key)'s
+// numbers. Only the key's thread writes it, one CPU at a time, so plain
+// stores suffice.
+const (
+	vCount = 8 * iota
+	vGuestSum
+	vGuestCount
+	vGuestMin
+	vGuestMax
+	vHandleSum
+	vHandleCount
+	vHandleMin
+	vHandleMax
+	rowValueSize
+)
+
+// A histogram value (hist map, keyed by histKey, VM-wide): NumBuckets
+// guest-time counters, then NumBuckets handle-time counters, in
+// exits/hist's bucket layout; vCPUs share it, so it is updated with
+// atomic adds.
+const histValueSize = 2 * hist.NumBuckets * 8
+
+// Stack layout (offsets from R10).
+const (
+	offKey      = -32  // row key {u32 tid; u32 pad; u64 code, sub, detail}; the hist key is its last 24 bytes
+	offValue    = -104 // a zeroed row value to insert (72 bytes)
+	offTID      = -112 // the thread id, key of the state map
+	offState    = -200 // a zeroed thread state to insert (88 bytes)
+	offHandle   = -208 // the handling time, across calls
+	offZeroKey  = -216 // key 0 of the zero map
+	stackNeeded = 216
+)
+
+// arg is where a program reads one value of its event: a raw tracepoint's
+// argument (the u64 array of TP_PROTO's arguments) or a tracepoint
+// record's field (offsets from tracefs).
+type arg = tracepoint.Field
+
+// rawArg is argument i of a raw tracepoint: the kernel casts each to u64
+// (sign-extending signed ones), as tracepoint.Field.Uint reads a field.
+func rawArg(i int) arg { return arg{Name: fmt.Sprintf("arg%d", i), Offset: 8 * i, Size: 8} }
+
+// progEnv is what the programs are built from.
+type progEnv struct {
+	tgid                int
+	raw                 bool // raw tracepoint programs (else perf tracepoint ones)
+	stateFD, rowFD      int
+	histFD, zeroFD      int
+	code, sub           arg
+	regions             []tracepoint.Region
+	detailArg           map[detailKind]arg
+	breakdown, histsOff bool
+}
+
+// detailKind is one of the detail events the breakdown reads.
+type detailKind int
+
+const (
+	detailWFx detailKind = iota + 1
+	detailHVC
+	detailSysESR
+	detailFault
+)
+
+// loadArg loads a value of 1, 2, 4 or 8 bytes at ctx+off into dst as a
+// 64-bit value, sign-extended for signed fields.
+func loadArg(dst, ctx asm.Register, f arg) (asm.Instructions, error) {
+	var size asm.Size
+	switch f.Size {
+	case 1:
+		size = asm.Byte
+	case 2:
+		size = asm.Half
+	case 4:
+		size = asm.Word
+	case 8:
+		size = asm.DWord
+	default:
+		return nil, fmt.Errorf("tracepoint field %s has %d bytes", f.Name, f.Size)
+	}
+	insns := asm.Instructions{asm.LoadMem(dst, ctx, int16(f.Offset), size)}
+	if f.Signed && f.Size < 8 {
+		shift := int64(64 - 8*f.Size)
+		insns = append(insns, asm.LSh.Imm(dst, int32(shift)), asm.ArSh.Imm(dst, int32(shift)))
+	}
+	return insns, nil
+}
+
+// filterTGID returns early unless the current task belongs to tgid; it
+// leaves ctx in R6 and the thread id at R10+offTID.
+// bpf_get_current_pid_tgid returns tgid << 32 | pid (the thread id).
+func filterTGID(tgid int) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.FnGetCurrentPidTgid.Call(),
+		asm.StoreMem(asm.R10, offTID, asm.R0, asm.Word),
+		asm.RSh.Imm(asm.R0, 32),
+		asm.JNE.Imm(asm.R0, int32(tgid), "out"),
+	}
+}
+
+// zero stores n zero bytes (a multiple of 8) at R10+off.
+func zero(off int16, n int) asm.Instructions {
+	insns := asm.Instructions{asm.Mov.Imm(asm.R1, 0)}
+	for i := 0; i < n; i += 8 {
+		insns = append(insns, asm.StoreMem(asm.R10, off+int16(i), asm.R1, asm.DWord))
+	}
+	return insns
+}
+
+// lookup leaves in R0 the value for the key at R10+keyOff (0: absent).
+func lookup(mapFD int, keyOff int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMapPtr(asm.R1, mapFD),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, int32(keyOff)),
+		asm.FnMapLookupElem.Call(),
+	}
+}
+
+// insertFrom inserts the key at R10+keyOff with the value R3 points to,
+// if absent (BPF_NOEXIST), and looks it up again.
+func insertFrom(mapFD int, keyOff int16) asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMapPtr(asm.R1, mapFD),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, int32(keyOff)),
+		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
+		asm.FnMapUpdateElem.Call(),
+	}
+	return append(insns, lookup(mapFD, keyOff)...)
+}
+
+// lookupOrInsert leaves in R0 the value for the key at R10+keyOff,
+// inserting a zeroed value (built at R10+valOff) when absent; it jumps to
+// fail if the map is full. label must be unique per program.
+func lookupOrInsert(mapFD int, keyOff, valOff int16, valSize int, label, fail string) asm.Instructions {
+	insns := lookup(mapFD, keyOff)
+	insns = append(insns, asm.JNE.Imm(asm.R0, 0, label+"_found"))
+	insns = append(insns, zero(valOff, valSize)...)
+	insns = append(insns, asm.Mov.Reg(asm.R3, asm.R10), asm.Add.Imm(asm.R3, int32(valOff)))
+	insns = append(insns, insertFrom(mapFD, keyOff)...)
+	return append(insns,
+		asm.JEq.Imm(asm.R0, 0, fail),
+		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(label+"_found"),
+	)
+}
+
+// addSample adds the duration in R2 to the sum, count, min and max at
+// those offsets of the row value in R9 (R3 is scratch).
+func addSample(sum, count, minOff, maxOff int16, label string) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R3, asm.R9, sum, asm.DWord),
+		asm.Add.Reg(asm.R3, asm.R2),
+		asm.StoreMem(asm.R9, sum, asm.R3, asm.DWord),
+		asm.LoadMem(asm.R3, asm.R9, count, asm.DWord),
+		asm.Add.Imm(asm.R3, 1),
+		asm.StoreMem(asm.R9, count, asm.R3, asm.DWord),
+		asm.LoadMem(asm.R3, asm.R9, minOff, asm.DWord),
+		asm.JEq.Imm(asm.R3, 0, label+"_setmin"),
+		asm.JGE.Reg(asm.R2, asm.R3, label+"_max"),
+		asm.StoreMem(asm.R9, minOff, asm.R2, asm.DWord).WithSymbol(label + "_setmin"),
+		asm.LoadMem(asm.R3, asm.R9, maxOff, asm.DWord).WithSymbol(label + "_max"),
+		asm.JLE.Reg(asm.R2, asm.R3, label+"_done"),
+		asm.StoreMem(asm.R9, maxOff, asm.R2, asm.DWord),
+		asm.Mov.Reg(asm.R2, asm.R2).WithSymbol(label + "_done"),
+	}
+}
+
+// bucket replaces the duration in R2 by its exits/hist bucket index
+// (hist.Index) without a loop: below 16 the value itself; else the
+// position of the leading one (a binary search of six shifts) and the 4
+// bits below it: (log2(v) - 3) * 16 + (v >> (log2(v) - 4)) & 15, the last
+// bucket from 2^37 ns on. R3, R4 and R5 are scratch.
+func bucket(label string) asm.Instructions {
+	insns := asm.Instructions{
+		asm.JLT.Imm(asm.R2, 16, label+"_done"),
+		asm.Mov.Reg(asm.R3, asm.R2),
+		asm.Mov.Imm(asm.R4, 0),
+	}
+	for _, s := range []int32{32, 16, 8, 4, 2, 1} {
+		skip := fmt.Sprintf("%s_s%d", label, s)
+		insns = append(insns,
+			asm.Mov.Reg(asm.R5, asm.R3),
+			asm.RSh.Imm(asm.R5, s),
+			asm.JEq.Imm(asm.R5, 0, skip),
+			asm.Mov.Reg(asm.R3, asm.R5),
+			asm.Add.Imm(asm.R4, s),
+			asm.Mov.Reg(asm.R4, asm.R4).WithSymbol(skip),
+		)
+	}
+	// R4 = log2(v) >= 4; shift = R4 - 4 (hist's maxShift is 32).
+	return append(insns,
+		asm.JGT.Imm(asm.R4, 32+4, label+"_last"),
+		asm.Mov.Reg(asm.R3, asm.R2),
+		asm.Mov.Reg(asm.R5, asm.R4),
+		asm.Sub.Imm(asm.R5, 4),
+		asm.RSh.Reg(asm.R3, asm.R5),
+		asm.And.Imm(asm.R3, 15),
+		asm.Mov.Reg(asm.R2, asm.R4),
+		asm.Sub.Imm(asm.R2, 3),
+		asm.LSh.Imm(asm.R2, 4),
+		asm.Add.Reg(asm.R2, asm.R3),
+		asm.Ja.Label(label+"_done"),
+		asm.Mov.Imm(asm.R2, hist.NumBuckets-1).WithSymbol(label+"_last"),
+		// The verifier needs the bound spelt out before R2 indexes a map value.
+		asm.JLE.Imm(asm.R2, hist.NumBuckets-1, label+"_ok").WithSymbol(label+"_done"),
+		asm.Mov.Imm(asm.R2, hist.NumBuckets-1),
+		asm.Mov.Reg(asm.R2, asm.R2).WithSymbol(label+"_ok"),
+	)
+}
+
+// histAdd atomically adds one to counter (R2's bucket + base) of the
+// histogram value in R9 (R1, R3..R5 scratch).
+func histAdd(base int32, label string) asm.Instructions {
+	insns := bucket(label)
+	if base != 0 {
+		insns = append(insns, asm.Add.Imm(asm.R2, base))
+	}
+	return append(insns,
+		asm.LSh.Imm(asm.R2, 3),
+		asm.Mov.Reg(asm.R1, asm.R9),
+		asm.Add.Reg(asm.R1, asm.R2),
+		asm.Mov.Imm(asm.R3, 1),
+		asm.StoreXAdd(asm.R1, asm.R3, asm.DWord),
+	)
+}
+
+// incState adds one to the state counter at off (state in R7).
+func incState(off int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R7, off, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R7, off, asm.R1, asm.DWord),
+	}
+}
+
+// account moves the pending exit of the state in R7 into its row and
+// histogram, with the handling time at R10+offHandle if withHandle, and
+// clears it. It ends at label+"_end".
+func (e *progEnv) account(withHandle bool, label string) asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R10, offTID, asm.Word),
+		asm.StoreMem(asm.R10, offKey, asm.R1, asm.Word),
+		asm.StoreImm(asm.R10, offKey+4, 0, asm.Word),
+	}
+	for i := int16(0); i < 24; i += 8 {
+		insns = append(insns,
+			asm.LoadMem(asm.R1, asm.R7, sCode+i, asm.DWord),
+			asm.StoreMem(asm.R10, offKey+8+i, asm.R1, asm.DWord),
+		)
+	}
+	insns = append(insns, asm.Mov.Imm(asm.R1, 0), asm.StoreMem(asm.R7, sExit, asm.R1, asm.DWord))
+	insns = append(insns, lookupOrInsert(e.rowFD, offKey, offValue, rowValueSize, label+"_row", label+"_rowfull")...)
+	insns = append(insns,
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.LoadMem(asm.R3, asm.R9, vCount, asm.DWord),
+		asm.Add.Imm(asm.R3, 1),
+		asm.StoreMem(asm.R9, vCount, asm.R3, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R7, sHasGuest, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, label+"_noguest"),
+		asm.LoadMem(asm.R2, asm.R7, sGuest, asm.DWord),
+	)
+	insns = append(insns, addSample(vGuestSum, vGuestCount, vGuestMin, vGuestMax, label+"_g")...)
+	insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(label+"_noguest"))
+	if withHandle {
+		insns = append(insns, asm.LoadMem(asm.R2, asm.R10, offHandle, asm.DWord))
+		insns = append(insns, addSample(vHandleSum, vHandleCount, vHandleMin, vHandleMax, label+"_h")...)
+	}
+	if !e.histsOff {
+		insns = append(insns, lookup(e.histFD, offKey+8)...)
+		insns = append(insns, asm.JNE.Imm(asm.R0, 0, label+"_hfound"))
+		// A histogram is too large for the stack: insert a copy of the
+		// zero map's one value.
+		insns = append(insns, asm.StoreImm(asm.R10, offZeroKey, 0, asm.Word))
+		insns = append(insns, lookup(e.zeroFD, offZeroKey)...)
+		insns = append(insns, asm.JEq.Imm(asm.R0, 0, label+"_histfull"), asm.Mov.Reg(asm.R3, asm.R0))
+		insns = append(insns, insertFrom(e.histFD, offKey+8)...)
+		insns = append(insns,
+			asm.JEq.Imm(asm.R0, 0, label+"_histfull"),
+			asm.Mov.Reg(asm.R9, asm.R0).WithSymbol(label+"_hfound"),
+			asm.LoadMem(asm.R1, asm.R7, sHasGuest, asm.DWord),
+			asm.JEq.Imm(asm.R1, 0, label+"_hnoguest"),
+			asm.LoadMem(asm.R2, asm.R7, sGuest, asm.DWord),
+		)
+		insns = append(insns, histAdd(0, label+"_hg")...)
+		insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(label+"_hnoguest"))
+		if withHandle {
+			insns = append(insns, asm.LoadMem(asm.R2, asm.R10, offHandle, asm.DWord))
+			insns = append(insns, histAdd(hist.NumBuckets, label+"_hh")...)
+		}
+		insns = append(insns, asm.Ja.Label(label+"_end"))
+		hdrop := incState(sHistDrop)
+		hdrop[0] = hdrop[0].WithSymbol(label + "_histfull")
+		insns = append(insns, hdrop...)
+	}
+	insns = append(insns, asm.Ja.Label(label+"_end"))
+	drop := incState(sDrops)
+	drop[0] = drop[0].WithSymbol(label + "_rowfull")
+	insns = append(insns, drop...)
+	return append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(label+"_end"))
+}
+
+// epilogue returns. A perf tracepoint program returns 1: returning 0
+// makes the kernel skip every perf event of that tracepoint
+// (perf_trace_run_bpf_submit), which would hide the events from perf kvm
+// stat or mvm's own perf path running meanwhile. A raw tracepoint's
+// return value is ignored.
+func (e *progEnv) epilogue() asm.Instructions {
+	ret := int32(1)
+	if e.raw {
+		ret = 0
+	}
+	return asm.Instructions{asm.Mov.Imm(asm.R0, ret).WithSymbol("out"), asm.Return()}
+}
+
+// state leaves the thread's state in R7 (inserting a zeroed one), or
+// returns when the state map is full.
+func (e *progEnv) state() asm.Instructions {
+	insns := lookupOrInsert(e.stateFD, offTID, offState, stateSize, "st", "out")
+	return append(insns, asm.Mov.Reg(asm.R7, asm.R0))
+}
+
+// exitProgram, on kvm_exit: accounts an exit still pending (no entry since
+// it: the thread was caught between the two), then leaves this one
+// pending with its reason, breakdown class and guest time.
+func (e *progEnv) exitProgram() (asm.Instructions, error) {
+	insns := filterTGID(e.tgid)
+	insns = append(insns, asm.FnKtimeGetNs.Call(), asm.Mov.Reg(asm.R8, asm.R0))
+	insns = append(insns, e.state()...)
+	insns = append(insns,
+		asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "nopend"),
+	)
+	insns = append(insns, e.account(false, "prev")...)
+	lc, err := loadArg(asm.R1, asm.R6, e.code)
+	if err != nil {
+		return nil, err
+	}
+	insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("nopend"))
+	insns = append(insns, lc...)
+	insns = append(insns, asm.StoreMem(asm.R7, sCode, asm.R1, asm.DWord))
+	if e.sub.Name != "" {
+		ls, err := loadArg(asm.R2, asm.R6, e.sub)
+		if err != nil {
+			return nil, err
+		}
+		insns = append(insns, ls...)
+	} else {
+		insns = append(insns, asm.Mov.Imm(asm.R2, 0))
+	}
+	insns = append(insns,
+		asm.StoreMem(asm.R7, sSub, asm.R2, asm.DWord),
+		asm.Mov.Imm(asm.R3, 0),
+		asm.StoreMem(asm.R7, sDetail, asm.R3, asm.DWord),
+		asm.StoreMem(asm.R7, sClass, asm.R3, asm.DWord),
+	)
+	if e.breakdown {
+		// R1 = code, R2 = sub: the classes of tracepoint.BreakdownClass.
+		insns = append(insns, asm.JNE.Imm(asm.R1, exits.Arm64ExceptionTrap, "classed"))
+		for _, c := range []struct {
+			ec    int32
+			class uint64
+		}{{0x18, tracepoint.ClassSys}, {0x20, tracepoint.ClassDev}, {0x24, tracepoint.ClassDev},
+			{0x16, tracepoint.ClassFunc}, {0x17, tracepoint.ClassFunc}, {0x01, tracepoint.ClassWFx}} {
+			lbl := fmt.Sprintf("ec%d", c.ec)
+			insns = append(insns,
+				asm.JNE.Imm(asm.R2, c.ec, lbl),
+				asm.Mov.Imm(asm.R3, int32(c.class)),
+				asm.StoreMem(asm.R7, sClass, asm.R3, asm.DWord),
+				asm.Ja.Label("classed"),
+				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(lbl),
+			)
+		}
+		insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("classed"))
+	}
+	insns = append(insns,
+		asm.Mov.Imm(asm.R2, 0),
+		asm.LoadMem(asm.R1, asm.R7, sEntry, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "noentry"),
+		asm.Mov.Reg(asm.R2, asm.R8),
+		asm.Sub.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.R7, sGuest, asm.R2, asm.DWord),
+		asm.Mov.Imm(asm.R2, 1),
+		asm.StoreMem(asm.R7, sHasGuest, asm.R2, asm.DWord).WithSymbol("noentry"),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.R7, sEntry, asm.R1, asm.DWord),
+		asm.StoreMem(asm.R7, sExit, asm.R8, asm.DWord),
+	)
+	return append(insns, e.epilogue()...), nil
+}
+
+// entryProgram, on kvm_entry: counts the thread's entries, accounts its
+// pending exit with the handling time, and records the entry's time.
+func (e *progEnv) entryProgram() asm.Instructions {
+	insns := filterTGID(e.tgid)
+	insns = append(insns, asm.FnKtimeGetNs.Call(), asm.Mov.Reg(asm.R8, asm.R0))
+	insns = append(insns, e.state()...)
+	insns = append(insns, incState(sEntries)...)
+	insns = append(insns,
+		asm.StoreMem(asm.R7, sEntry, asm.R8, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "out"),
+		asm.Mov.Reg(asm.R2, asm.R8),
+		asm.Sub.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.R10, offHandle, asm.R2, asm.DWord),
+	)
+	insns = append(insns, e.account(true, "acc")...)
+	return append(insns, e.epilogue()...)
+}
+
+// detailProgram, on a detail event: gives the thread's pending exit its
+// breakdown key, if the exit is of the event's class and has none yet.
+func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
+	a := e.detailArg[kind]
+	class := map[detailKind]uint64{detailWFx: tracepoint.ClassWFx, detailHVC: tracepoint.ClassFunc,
+		detailSysESR: tracepoint.ClassSys, detailFault: tracepoint.ClassDev}[kind]
+	insns := filterTGID(e.tgid)
+	insns = append(insns, lookup(e.stateFD, offTID)...)
+	insns = append(insns,
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "out"),
+		asm.LoadMem(asm.R1, asm.R7, sClass, asm.DWord),
+		asm.JNE.Imm(asm.R1, int32(class), "out"),
+		asm.LoadMem(asm.R1, asm.R7, sDetail, asm.DWord),
+		asm.JNE.Imm(asm.R1, 0, "out"),
+	)
+	la, err := loadArg(asm.R2, asm.R6, a)
+	if err != nil {
+		return nil, err
+	}
+	insns = append(insns, la...)
+	switch kind {
+	case detailWFx:
+		insns = append(insns, asm.And.Imm(asm.R2, 1))
+	case detailHVC:
+		insns = append(insns, asm.LSh.Imm(asm.R2, 32), asm.RSh.Imm(asm.R2, 32))
+	case detailSysESR:
+		// The ISS (25 bits); Snapshot turns it into the register key,
+		// marked by sysESRMark.
+		insns = append(insns, asm.And.Imm(asm.R2, 0x1ff_ffff), asm.LoadImm(asm.R3, sysESRMark, asm.DWord), asm.Or.Reg(asm.R2, asm.R3))
+	case detailFault:
+		// The region index of the IPA, unrolled over the layout.
+		insns = append(insns, asm.Mov.Reg(asm.R4, asm.R2), asm.LoadImm(asm.R2, tracepoint.DevUnmapped, asm.DWord))
+		for i, r := range e.regions {
+			next := fmt.Sprintf("reg%d", i)
+			insns = append(insns,
+				asm.Mov.Reg(asm.R3, asm.R4),
+				asm.LoadImm(asm.R5, int64(r.Base), asm.DWord),
+				asm.JLT.Reg(asm.R3, asm.R5, next),
+				asm.Sub.Reg(asm.R3, asm.R5),
+				asm.LoadImm(asm.R5, int64(r.Size), asm.DWord),
+				asm.JGE.Reg(asm.R3, asm.R5, next),
+				asm.Mov.Imm(asm.R2, int32(i)),
+				asm.Ja.Label("regdone"),
+				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(next),
+			)
+		}
+		insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("regdone"))
+	default:
+		return nil, fmt.Errorf("bpfagg: detail kind %d", kind)
+	}
+	insns = append(insns,
+		asm.LoadImm(asm.R3, int64(class<<56), asm.DWord),
+		asm.Or.Reg(asm.R2, asm.R3),
+		asm.StoreMem(asm.R7, sDetail, asm.R2, asm.DWord),
+	)
+	return append(insns, e.epilogue()...), nil
+}
+
+// sysESRMark marks a SYS64 key that still holds the ESR's ISS (bit 40,
+// above every register key).
+const sysESRMark = 1 << 40
