@@ -90,6 +90,10 @@ type Config struct {
 	// exception class, percentiles, phases or guest code. For measuring
 	// what those cost.
 	ProfilePlain bool
+	// ProfileVia is how the tracepoints are read: "auto" or "" (BPF
+	// programs where the kernel allows them, else perf rings), "bpf" or
+	// "perf" (profile.ViaAuto, ViaBPF, ViaPerf).
+	ProfileVia string
 	// GuestSymbols is a System.map, /proc/kallsyms dump or vmlinux ELF
 	// of the guest kernel; the profile then names the guest functions
 	// the exits came from.

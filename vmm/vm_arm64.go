@@ -204,7 +204,7 @@ func (m *VM) setupProfile() error {
 		pc := profile.Config{VMFd: m.vm.Fd(), VCPUFds: fds, TIDs: tids, Sources: m.cfg.ProfileSources,
 			Layout:      profileLayout(len(m.cpus), append(m.bus.Ranges(), m.virtioRanges()...), RAMRegions(m.cfg.Memory)),
 			NoBreakdown: m.cfg.ProfilePlain,
-			VBAR:        m.guestVBAR}
+			VBAR:        m.guestVBAR, Via: m.cfg.ProfileVia}
 		if m.cfg.GuestSymbols != "" {
 			tab, err := symbols.Open(m.cfg.GuestSymbols)
 			if err != nil {

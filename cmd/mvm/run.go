@@ -47,6 +47,7 @@ type runFlags struct {
 	perVCPU          bool
 	profileSources   []string
 	profilePlain     bool
+	profileVia       string
 	guestSymbols     string
 	metricsAddr      string
 	disks, nets      []string
@@ -76,6 +77,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.perVCPU, "per-vcpu", false, "profile tables per vCPU as well as the total")
 	fl.StringSliceVar(&f.profileSources, "profile-sources", nil, "limit --profile to these sources: userspace, kvm_stats, tracepoint (default: all the host allows; tracepoints cost the most)")
 	fl.BoolVar(&f.profilePlain, "profile-plain", false, "keep the tracepoint profile to perf kvm stat's reasons: no breakdown (system register, device, PSCI function, WFI/WFE), percentiles, boot phases or guest code (to measure what they cost)")
+	fl.StringVar(&f.profileVia, "profile-via", "auto", "how --profile reads the kvm tracepoints: auto (BPF programs counting in the kernel where the host allows them, else perf ring buffers; the report's Sources say which and why), bpf, or perf (needed for boot phases and guest code; costs more)")
 	fl.StringVar(&f.guestSymbols, "guest-symbols", "", "guest kernel symbols (System.map, a /proc/kallsyms dump or a vmlinux ELF): the profile names the guest functions the exits came from")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while the VM runs")
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk PATH[,ro] on a raw image (repeatable: /dev/vda, /dev/vdb, ... in order); ro refuses guest writes")
@@ -107,13 +109,18 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset, PMU: f.pmu,
 		Start: start, Profile: f.profile, MetricsAddr: f.metricsAddr, ProfileSources: f.profileSources,
 		Seccomp:      f.seccomp,
-		ProfilePlain: f.profilePlain, GuestSymbols: f.guestSymbols,
+		ProfilePlain: f.profilePlain, GuestSymbols: f.guestSymbols, ProfileVia: f.profileVia,
 	}
 	if f.profileFormat != "table" && f.profileFormat != "json" {
 		return vmm.Config{}, usageError{fmt.Errorf("--profile-format %q: use table or json", f.profileFormat)}
 	}
-	if (f.profileOut != "" || f.perVCPU || len(f.profileSources) > 0 || f.profilePlain || f.guestSymbols != "") && !f.profile {
-		return vmm.Config{}, usageError{errors.New("--profile-out, --per-vcpu, --profile-sources, --profile-plain and --guest-symbols need --profile")}
+	if (f.profileOut != "" || f.perVCPU || len(f.profileSources) > 0 || f.profilePlain || f.guestSymbols != "" || f.profileVia != "auto") && !f.profile {
+		return vmm.Config{}, usageError{errors.New("--profile-out, --per-vcpu, --profile-sources, --profile-plain, --profile-via and --guest-symbols need --profile")}
+	}
+	switch f.profileVia {
+	case "auto", "bpf", "perf":
+	default:
+		return vmm.Config{}, usageError{fmt.Errorf("--profile-via %q: use auto, bpf or perf", f.profileVia)}
 	}
 	for _, src := range f.profileSources {
 		if src != exits.SourceUserspace && src != exits.SourceKVMStats && src != exits.SourceTracepoint {

@@ -14,12 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/exits/bpfagg"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
 	"github.com/mvm-dev/mvm/exits/symbols"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
@@ -50,7 +52,20 @@ type Config struct {
 	Symbols     *symbols.Table
 	SymbolsFile string
 	VBAR        func() uint64
+	// Via is how the tracepoints are read: ViaAuto (BPF programs where
+	// the kernel allows them, else perf rings), ViaBPF or ViaPerf.
+	Via string
 }
+
+// Tracepoint paths (Config.Via).
+const (
+	ViaAuto = "auto"
+	ViaBPF  = "bpf"
+	ViaPerf = "perf"
+)
+
+// bpfMissing is what the BPF path does not keep, for the Sources list.
+const bpfMissing = "boot phases and guest code come from the perf rings only (--profile-via perf)"
 
 // topFunctions is how many guest functions (or PCs) the report lists per
 // reason.
@@ -82,6 +97,8 @@ type Profile struct {
 	before    []*kvmstat.StatsSnapshot // [0] VM, [1+i] vCPU i
 	trace     *tracepoint.Profiler
 	traceErr  error
+	bpf       *bpfagg.Counter
+	bpfErr    error
 	traceStop context.CancelFunc
 	traceDone chan struct{}
 	started   time.Time
@@ -145,6 +162,9 @@ func Open(cfg Config) *Profile {
 		p.traceErr = errNotAsked
 		return p
 	}
+	if p.openBPF() {
+		return p
+	}
 	layout := cfg.Layout
 	layout.Now, layout.Lag = MonotonicNS, uint64(Lag)
 	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log, NoBreakdown: cfg.NoBreakdown, Layout: layout})
@@ -162,6 +182,52 @@ func Open(cfg Config) *Profile {
 	p.trace = tp
 	return p
 }
+
+// openBPF loads the BPF counters unless the perf path is asked for or
+// needed (guest code wants every exit's PC); it reports whether they
+// replace the perf rings. Where BPF is refused, the reason is kept for the
+// Sources list (and is the tracepoint source's error with ViaBPF).
+func (p *Profile) openBPF() bool {
+	switch {
+	case p.cfg.Via == ViaPerf:
+		return false
+	case p.cfg.Via != ViaBPF && p.cfg.Symbols != nil:
+		p.bpfErr = errors.New("--guest-symbols needs the exit PCs of the perf rings")
+		return false
+	}
+	env := tracepoint.SystemEnv(true)
+	env.Logger = p.log
+	root, err := tracepoint.ProbeEnv(env)
+	if err == nil {
+		p.bpf, err = bpfagg.New(bpfagg.Config{Tracefs: root, TGID: os.Getpid(), Layout: p.cfg.Layout, NoBreakdown: p.cfg.NoBreakdown})
+	}
+	if err != nil {
+		p.bpfErr = err
+		if p.cfg.Via == ViaBPF {
+			p.traceErr = err
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// vcpuOf maps a vCPU thread to its vCPU.
+func (p *Profile) vcpuOf(tid int) (int, bool) {
+	i := slices.Index(p.cfg.TIDs, tid)
+	return i, i >= 0
+}
+
+// BPF is the BPF counter in use (nil: none), for the metrics collector.
+func (p *Profile) BPF() *bpfagg.Counter {
+	if p == nil {
+		return nil
+	}
+	return p.bpf
+}
+
+// VCPUOf maps a vCPU thread id to its vCPU index (for BPF snapshots).
+func (p *Profile) VCPUOf(tid int) (int, bool) { return p.vcpuOf(tid) }
 
 // Trace is the live tracepoint aggregate (nil without tracepoints), for
 // the metrics collector.
@@ -237,6 +303,10 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 	}
 	userspace.AddTo(rep, snaps)
 	p.addStats(rep)
+	if p.bpf != nil {
+		p.addBPF(rep, snaps)
+		return rep
+	}
 	if p.trace == nil {
 		rep.SetSource(exits.SourceTracepoint, "", p.traceErr)
 		return rep
@@ -258,7 +328,9 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 		d := p.trace.Aggregator().Details()
 		tracepoint.AddTo(rep, p.trace.Namer(), p.trace.Aggregator().Snapshot(), d)
 		if det := p.trace.Details(); len(det) > 0 {
-			rep.SetSource(exits.SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open); breakdown from "+strings.Join(det, ", "), nil)
+			rep.SetSource(exits.SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open); breakdown from "+strings.Join(det, ", ")+p.whyNotBPF(), nil)
+		} else {
+			rep.SetSource(exits.SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open)"+p.whyNotBPF(), nil)
 		}
 		p.userspace = d.Userspace
 		p.firstNS = d.FirstNS
@@ -267,6 +339,39 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 		}
 	}
 	return rep
+}
+
+// whyNotBPF says why the perf rings are read, for the Sources list.
+func (p *Profile) whyNotBPF() string {
+	if p.cfg.Via == ViaPerf {
+		return "; BPF not used: --profile-via perf"
+	}
+	if p.bpfErr != nil {
+		return "; BPF not used: " + p.bpfErr.Error()
+	}
+	return ""
+}
+
+// addBPF adds the BPF counters' rows and percentiles to rep.
+func (p *Profile) addBPF(rep *exits.Report, snaps []userspace.RecorderSnapshot) {
+	snap, err := p.bpf.Snapshot(p.vcpuOf)
+	if err != nil {
+		rep.SetSource(exits.SourceTracepoint, "", err)
+		return
+	}
+	if tracepoint.Total(snap.VCPUs).Exits() == 0 && anyExits(snaps) {
+		rep.SetSource(exits.SourceTracepoint, "", errors.New("the kernel emitted no kvm:kvm_exit events for this VM"))
+		return
+	}
+	tracepoint.AddTo(rep, p.bpf.Namer(), snap.VCPUs, snap.Details)
+	how := p.bpf.Describe()
+	if snap.HistDropped > 0 {
+		how += fmt.Sprintf("; %d samples missing from the histograms (map full)", snap.HistDropped)
+	}
+	if !p.cfg.NoBreakdown {
+		how += "; " + bpfMissing
+	}
+	rep.SetSource(exits.SourceTracepoint, how, nil)
 }
 
 func (p *Profile) addStats(rep *exits.Report) {
@@ -318,6 +423,9 @@ func (p *Profile) Close() {
 	}
 	if p.trace != nil {
 		p.trace.Close()
+	}
+	if p.bpf != nil {
+		p.bpf.Close()
 	}
 	for _, f := range append([]*kvmstat.File{p.vmStats}, p.cpuStats...) {
 		if f != nil {
