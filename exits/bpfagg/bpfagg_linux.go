@@ -6,13 +6,17 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/hist"
@@ -44,13 +48,16 @@ type Config struct {
 	// NoRaw uses perf tracepoint programs even where raw tracepoints
 	// work (to compare their cost).
 	NoRaw bool
+	// TIDs are the vCPU threads in vCPU order, when known (mvm's own):
+	// with Layout.VCPUs they give the boot phases.
+	TIDs []int
 }
 
 // rowKey is the row map's key: the thread, the raw reason fields and the
 // breakdown key (0 for reasons without one), as the programs write it.
 type rowKey struct {
 	TID    uint32
-	_      uint32
+	Phase  uint32
 	Code   uint64
 	Sub    uint64
 	Detail uint64
@@ -68,6 +75,12 @@ type threadState struct {
 	Entry, Exit, Code, Sub, Detail uint64
 	Guest, HasGuest, Class         uint64
 	Entries, Drops, HistDrops      uint64
+	VCPU, Entered, SawKernel       uint64
+}
+
+// phaseBounds is the phase map's value (offsets g*).
+type phaseBounds struct {
+	First, CPUOn, AllIn, User, Mark, FirstUser, SecIn, VCPUs uint64
 }
 
 // histKey is the hist map's key: a row key without its thread.
@@ -75,16 +88,19 @@ type histKey struct{ Code, Sub, Detail uint64 }
 
 // Counter counts kvm_exit and kvm_entry of one process in the kernel.
 type Counter struct {
-	cfg    Config
-	namer  exits.Namer
-	rows   *ebpf.Map
-	state  *ebpf.Map
-	hists  *ebpf.Map
-	zero   *ebpf.Map
-	progs  []*ebpf.Program
-	links  []link.Link
-	raw    bool
-	events []string
+	cfg   Config
+	namer exits.Namer
+	rows  *ebpf.Map
+	state *ebpf.Map
+	hists *ebpf.Map
+	zero  *ebpf.Map
+	phase *ebpf.Map
+	// phaseMem is the phase map's value, mapped (nil without phases).
+	phaseMem []byte
+	progs    []*ebpf.Program
+	links    []link.Link
+	raw      bool
+	events   []string
 	// rawErr is why raw tracepoints were not used (nil if they were).
 	rawErr error
 }
@@ -137,6 +153,11 @@ func New(cfg Config) (_ *Counter, err error) {
 	if c.hists != nil {
 		env.histFD, env.zeroFD = c.hists.FD(), c.zero.FD()
 	}
+	if breakdown && cfg.Layout.VCPUs > 0 {
+		if err := c.openPhases(&env); err != nil {
+			return nil, err
+		}
+	}
 	if len(env.regions) > 64 {
 		env.regions = env.regions[:64] // the rest count as unmapped
 	}
@@ -185,9 +206,14 @@ func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 		// kvm_exit(int ret, unsigned int esr_ec, unsigned long vcpu_pc),
 		// arch/arm64/kvm/trace_arm.h.
 		env.code, env.sub = rawArg(0), rawArg(1)
+		env.pc = rawArg(2)
 	} else {
 		env.code, _ = exit.Field(c.namer.CodeField())
 		env.sub, _ = exit.Field(c.namer.SubField())
+		var ok bool
+		if env.pc, ok = exit.Field("vcpu_pc"); !ok {
+			env.phases = false
+		}
 	}
 	type prog struct {
 		name  string
@@ -249,6 +275,51 @@ func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 	return nil
 }
 
+// openPhases creates the phase map, maps its value and gives the vCPU
+// threads their vCPU numbers.
+func (c *Counter) openPhases(env *progEnv) error {
+	var err error
+	if c.phase, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_phase", Type: ebpf.Array, KeySize: 4, ValueSize: phaseSize, MaxEntries: 1, Flags: unix.BPF_F_MMAPABLE}); err != nil {
+		return permErr("create the BPF phase map", err)
+	}
+	if c.phaseMem, err = unix.Mmap(c.phase.FD(), 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		c.phaseMem = nil
+		return fmt.Errorf("map the BPF phase map: %w", err)
+	}
+	c.phaseWord(gVCPUs).Store(uint64(c.cfg.Layout.VCPUs))
+	for i, tid := range c.cfg.TIDs {
+		if err := c.state.Put(uint32(tid), threadState{VCPU: uint64(i + 1)}); err != nil {
+			return fmt.Errorf("BPF thread map: %w", err)
+		}
+	}
+	env.phases, env.phaseFD, env.ram = true, c.phase.FD(), c.cfg.Layout.RAM
+	return nil
+}
+
+// phaseWord is the phase map's u64 at off, shared with the programs.
+func (c *Counter) phaseWord(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&c.phaseMem[off]))
+}
+
+// MarkUserspace records the guest's userspace marker at CLOCK_MONOTONIC
+// time at: the precise edge, which wins over the first user-PC exit. It
+// makes no system call (the VMM calls it under its seccomp filter).
+func (c *Counter) MarkUserspace(at uint64) {
+	if c == nil || c.phaseMem == nil {
+		return
+	}
+	if c.phaseWord(gMark).CompareAndSwap(0, at) {
+		c.phaseWord(gUser).Store(at)
+	}
+}
+
+// bounds reads the phase boundaries.
+func (c *Counter) bounds() tracepoint.PhaseBounds {
+	w := func(off int) uint64 { return c.phaseWord(off).Load() }
+	return tracepoint.PhaseBounds{First: w(gFirst), CPUOn: w(gCPUOn), AllIn: w(gAllIn), User: w(gUser),
+		Mark: w(gMark), FirstUser: w(gFirstUser), VCPUs: c.cfg.Layout.VCPUs}
+}
+
 // shortName fits a program name in the kernel's 15 characters.
 func shortName(event string) string {
 	n := strings.TrimPrefix(event, "kvm_")
@@ -292,7 +363,10 @@ func (c *Counter) Describe() string {
 	}
 	b.WriteString(" per thread, reason")
 	if len(c.events) > 2 {
-		b.WriteString(" and breakdown key")
+		b.WriteString(", breakdown key")
+	}
+	if c.phaseMem != nil {
+		b.WriteString(" and boot phase")
 	}
 	b.WriteString(" in the kernel by BPF programs on ")
 	b.WriteString(strings.Join(c.events, ", "))
@@ -339,6 +413,11 @@ type histAcc struct {
 func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) {
 	byTID := map[uint32]map[string]*acc{}
 	hists := map[histKey]*histAcc{}
+	var perPhase [tracepoint.NumPhases]map[string]tracepoint.PhaseTotals
+	var bounds tracepoint.PhaseBounds
+	if c.phaseMem != nil {
+		bounds = c.bounds()
+	}
 	get := func(tid uint32, k histKey) (*acc, uint64) {
 		name := c.namer.ExitName(k.Code, k.Sub)
 		m, ok := byTID[tid]
@@ -357,8 +436,18 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 		}
 		return a, key
 	}
-	add := func(tid uint32, k histKey, v rowValue) {
+	add := func(tid uint32, phase uint32, k histKey, v rowValue) {
 		a, key := get(tid, k)
+		if c.phaseMem != nil && phase < tracepoint.NumPhases {
+			if perPhase[phase] == nil {
+				perPhase[phase] = map[string]tracepoint.PhaseTotals{}
+			}
+			t := perPhase[phase][a.rs.Reason]
+			t.Count += v.Count
+			t.GuestNS += v.GuestSum
+			t.HandleNS += v.HandleSum
+			perPhase[phase][a.rs.Reason] = t
+		}
 		rv := tracepoint.ReasonStats{Count: v.Count,
 			GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, GuestMinNS: v.GuestMin, GuestMaxNS: v.GuestMax,
 			HandleCount: v.HandleCount, HandleSumNS: v.HandleSum, HandleMinNS: v.HandleMin, HandleMaxNS: v.HandleMax}
@@ -389,7 +478,7 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 	var rv rowValue
 	it := c.rows.Iterate()
 	for it.Next(&rk, &rv) {
-		add(rk.TID, histKey{rk.Code, rk.Sub, rk.Detail}, rv)
+		add(rk.TID, rk.Phase, histKey{rk.Code, rk.Sub, rk.Detail}, rv)
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read the BPF row map: %w", err)
@@ -416,7 +505,7 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			v.GuestSum, v.GuestCount, v.GuestMin, v.GuestMax = st.Guest, 1, st.Guest, st.Guest
 		}
 		k := histKey{st.Code, st.Sub, st.Detail}
-		add(tid, k, v)
+		add(tid, uint32(bounds.PhaseOf(st.Exit)), k, v)
 		if st.HasGuest != 0 {
 			pending = append(pending, struct {
 				tid  uint32
@@ -457,6 +546,10 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			}
 		}
 		snap.Details = c.details(hists)
+		if c.phaseMem != nil {
+			snap.Details.Phases, snap.Details.Userspace = tracepoint.PhaseReport(bounds, perPhase)
+			snap.Details.FirstNS = bounds.First
+		}
 	}
 	byVCPU := map[int]*tracepoint.VCPUStats{}
 	reasons := map[int]map[string]*acc{}
@@ -604,11 +697,15 @@ func (c *Counter) Close() error {
 	for _, p := range c.progs {
 		errs = append(errs, p.Close())
 	}
-	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero} {
+	if c.phaseMem != nil {
+		errs = append(errs, unix.Munmap(c.phaseMem))
+		c.phaseMem = nil
+	}
+	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero, c.phase} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	c.links, c.progs, c.rows, c.state, c.hists, c.zero = nil, nil, nil, nil, nil, nil
+	c.links, c.progs, c.rows, c.state, c.hists, c.zero, c.phase = nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ package bpfagg
 import (
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -111,8 +112,12 @@ func TestProgramsAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout := tracepoint.Layout{Regions: []tracepoint.Region{{Name: "gicd", Base: 0x800_0000, Size: 0x1_0000}, {Name: "uart", Base: 0x900_0000, Size: 0x1000}}}
-	c := &Counter{cfg: Config{TGID: os.Getpid(), Layout: layout}, namer: namer}
+	ram := tracepoint.Region{Name: "ram", Base: 0x4000_0000, Size: 0x1000_0000}
+	layout := tracepoint.Layout{VCPUs: 2, RAM: []tracepoint.Region{ram},
+		Regions: []tracepoint.Region{{Name: "gicd", Base: 0x800_0000, Size: 0x1_0000}, {Name: "uart", Base: 0x900_0000, Size: 0x1000}, ram}}
+	tid := unix.Gettid()
+	// This thread plays vCPU 1, a secondary.
+	c := &Counter{cfg: Config{TGID: os.Getpid(), Layout: layout, TIDs: []int{tid + 1, tid}}, namer: namer}
 	defer c.Close()
 	mk := func(name string, key, val, n uint32, typ ebpf.MapType) *ebpf.Map {
 		m, err := ebpf.NewMap(&ebpf.MapSpec{Name: name, Type: typ, KeySize: key, ValueSize: val, MaxEntries: n})
@@ -128,6 +133,10 @@ func TestProgramsAccount(t *testing.T) {
 	env := progEnv{tgid: os.Getpid(), raw: true, stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
 		code: rawArg(0), sub: rawArg(1), regions: layout.Regions, breakdown: true,
 		detailArg: map[detailKind]arg{detailWFx: rawArg(1), detailHVC: rawArg(1), detailSysESR: rawArg(0), detailFault: rawArg(3)}}
+	if err := c.openPhases(&env); err != nil {
+		t.Fatal(err)
+	}
+	env.pc = rawArg(2)
 	exitP, err := env.exitProgram()
 	if err != nil {
 		t.Fatal(err)
@@ -139,10 +148,9 @@ func TestProgramsAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tid := unix.Gettid()
 	agg := tracepoint.NewAggregator(namer)
 	agg.Configure(layout)
-	agg.SetVCPU(tid, 0)
+	agg.SetVCPU(tid, 1)
 	var evs []tracepoint.Event
 	now := uint64(1000)
 	entry := func() {
@@ -150,10 +158,11 @@ func TestProgramsAccount(t *testing.T) {
 		now += 10
 		evs = append(evs, tracepoint.Event{Kind: tracepoint.EventEntry, TID: tid, Time: now})
 	}
+	pc := uint64(0x4008_0000) // the kernel before its MMU is on
 	exit := func(ret, ec uint64) {
-		runProg(t, exitP, ret, ec, 0x1234)
+		runProg(t, exitP, ret, ec, pc)
 		now += 10
-		evs = append(evs, tracepoint.Event{Kind: tracepoint.EventExit, TID: tid, Time: now, Code: ret, Sub: ec, PC: 0x1234})
+		evs = append(evs, tracepoint.Event{Kind: tracepoint.EventExit, TID: tid, Time: now, Code: ret, Sub: ec, PC: pc})
 	}
 	det := func(k detailKind, tk tracepoint.DetailKind, perfVal uint64, args ...uint64) {
 		runProg(t, detailP[k], args...)
@@ -169,7 +178,8 @@ func TestProgramsAccount(t *testing.T) {
 	exit(2, 0x18)
 	det(detailSysESR, tracepoint.DetailSysRegESR, esr, esr)
 	entry()
-	exit(0, 0) // IRQ
+	pc = 0xffff_8000_1000_0000 // the kernel's half
+	exit(0, 0)                 // IRQ
 	entry()
 	exit(2, 0x24)
 	det(detailFault, tracepoint.DetailFault, 0x900_0004, 0x1234, 0, 0, 0x900_0004)
@@ -182,7 +192,18 @@ func TestProgramsAccount(t *testing.T) {
 	det(detailWFx, tracepoint.DetailWFx, 0, 0x1234, 0)
 	entry()
 	exit(2, 0x16)
-	det(detailHVC, tracepoint.DetailHVC, 0x8400_0000, 0x1234, 0x8400_0000, 0) // left pending: the thread's last exit
+	det(detailHVC, tracepoint.DetailHVC, 0x8400_0000, 0x1234, 0x8400_0000, 0)
+	entry()
+	exit(2, 0x16)
+	det(detailHVC, tracepoint.DetailHVC, 0xc400_0003, 0x1234, 0xc400_0003, 0) // CPU_ON: the secondaries phase
+	entry()
+	exit(0, 0)
+	entry()
+	pc = 0x40_0000 // a user address
+	exit(0, 0)     // userspace from here
+	entry()
+	exit(2, 0x18) // left pending: the thread's last exit
+	det(detailSysESR, tracepoint.DetailSysRegESR, esr, esr)
 	agg.Add(evs)
 	agg.Flush()
 	want := tracepoint.Total(agg.Snapshot())
@@ -229,5 +250,23 @@ func TestProgramsAccount(t *testing.T) {
 			t.Errorf("%s: BPF percentiles %+v, stats %+v", w.Reason, l, g)
 		}
 	}
-	t.Logf("BPF: %+v", got)
+	wd := agg.Details()
+	phases := func(ps []exits.PhaseRows) map[string]map[string]uint64 {
+		m := map[string]map[string]uint64{}
+		for _, p := range ps {
+			m[p.Phase] = map[string]uint64{}
+			for _, r := range p.Rows {
+				m[p.Phase][r.Reason] = r.Samples
+			}
+		}
+		return m
+	}
+	gp, wp := phases(snap.Details.Phases), phases(wd.Phases)
+	if len(wp) != 3 || !reflect.DeepEqual(gp, wp) {
+		t.Errorf("BPF phases %v, perf path %v (want 3 phases)", gp, wp)
+	}
+	if snap.Details.Userspace == nil || snap.Details.Userspace.Source != "first_user_exit" {
+		t.Errorf("BPF userspace start %+v, perf %+v", snap.Details.Userspace, wd.Userspace)
+	}
+	t.Logf("BPF: %+v; phases %v", got, gp)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/hist"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
+	"github.com/mvm-dev/mvm/psci"
 )
 
 // The programs, built with cilium/ebpf's asm package. Per event they do as
@@ -30,11 +31,30 @@ const (
 	sDetail   = 32
 	sGuest    = 40 // its guest time, valid when sHasGuest is 1
 	sHasGuest = 48
-	sClass    = 56 // its breakdown class (0: none)
-	sEntries  = 64 // kvm_entry count
-	sDrops    = 72 // exits not counted: the row map was full
-	sHistDrop = 80 // samples not in a histogram: the histogram map was full
-	stateSize = 88
+	sClass    = 56  // its breakdown class (0: none)
+	sEntries  = 64  // kvm_entry count
+	sDrops    = 72  // exits not counted: the row map was full
+	sHistDrop = 80  // samples not in a histogram: the histogram map was full
+	sVCPU     = 88  // the thread's vCPU + 1 (0: not known), set by New
+	sEntered  = 96  // 1 once the thread has entered the guest
+	sSawKern  = 104 // 1 once it has exited from a kernel address
+	stateSize = 112
+)
+
+// The phase map's one value (an mmap-able array, so the VMM sets the
+// marker without a bpf call): the boot phase boundaries of
+// tracepoint.PhaseBounds, on bpf_ktime_get_ns's clock (CLOCK_MONOTONIC),
+// 0 until seen.
+const (
+	gFirst     = 0  // the first kvm_entry
+	gCPUOn     = 8  // the first PSCI CPU_ON exit
+	gAllIn     = 16 // the last secondary's first entry after it
+	gUser      = 24 // userspace: the marker, else the first user-PC exit
+	gMark      = 32 // the marker (written by the VMM)
+	gFirstUser = 40 // the first exit from a user address
+	gSecIn     = 48 // secondaries entered since CPU_ON
+	gVCPUs     = 56 // the number of vCPUs (set by New)
+	phaseSize  = 64
 )
 
 // Row value (row map, keyed by rowKey): one (thread, reason, key)'s
@@ -61,13 +81,15 @@ const histValueSize = 2 * hist.NumBuckets * 8
 
 // Stack layout (offsets from R10).
 const (
-	offKey      = -32  // row key {u32 tid; u32 pad; u64 code, sub, detail}; the hist key is its last 24 bytes
-	offValue    = -104 // a zeroed row value to insert (72 bytes)
-	offTID      = -112 // the thread id, key of the state map
-	offState    = -200 // a zeroed thread state to insert (88 bytes)
-	offHandle   = -208 // the handling time, across calls
-	offZeroKey  = -216 // key 0 of the zero map
-	stackNeeded = 216
+	offKey     = -32  // row key {u32 tid; u32 phase; u64 code, sub, detail}; the hist key is its last 24 bytes
+	offValue   = -104 // a zeroed row value to insert (72 bytes)
+	offTID     = -112 // the thread id, key of the state map
+	offState   = -224 // a zeroed thread state to insert (112 bytes)
+	offHandle  = -232 // the handling time, across calls
+	offZeroKey = -240 // key 0 of the zero and phase maps
+	offCode    = -248 // kvm_exit's code, sub-code and PC, across calls
+	offSub     = -256
+	offPC      = -264
 )
 
 // arg is where a program reads one value of its event: a raw tracepoint's
@@ -89,6 +111,12 @@ type progEnv struct {
 	regions             []tracepoint.Region
 	detailArg           map[detailKind]arg
 	breakdown, histsOff bool
+	// phases: keep the boot phases (phaseFD, the exit's PC at pc, guest
+	// RAM in ram).
+	phases  bool
+	phaseFD int
+	pc      arg
+	ram     []tracepoint.Region
 }
 
 // detailKind is one of the detail events the breakdown reads.
@@ -283,6 +311,30 @@ func (e *progEnv) account(withHandle bool, label string) asm.Instructions {
 		asm.StoreMem(asm.R10, offKey, asm.R1, asm.Word),
 		asm.StoreImm(asm.R10, offKey+4, 0, asm.Word),
 	}
+	if e.phases {
+		// The exit's phase from its time and the bounds seen so far, as
+		// tracepoint.PhaseBounds.PhaseOf (the phase map's value in R6).
+		insns = append(insns,
+			asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
+			asm.Mov.Imm(asm.R2, 3),
+			asm.LoadMem(asm.R3, asm.R6, gUser, asm.DWord),
+			asm.JEq.Imm(asm.R3, 0, label+"_ph2"),
+			asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
+			asm.Mov.Imm(asm.R2, 2).WithSymbol(label+"_ph2"),
+			asm.LoadMem(asm.R3, asm.R6, gAllIn, asm.DWord),
+			asm.JEq.Imm(asm.R3, 0, label+"_ph1"),
+			asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
+			asm.Mov.Imm(asm.R2, 1).WithSymbol(label+"_ph1"),
+			asm.LoadMem(asm.R3, asm.R6, gCPUOn, asm.DWord),
+			asm.JEq.Imm(asm.R3, 0, label+"_ph0"),
+			asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
+			asm.Mov.Imm(asm.R2, 2).WithSymbol(label+"_ph0"),
+			asm.LoadMem(asm.R3, asm.R6, gVCPUs, asm.DWord),
+			asm.JEq.Imm(asm.R3, 1, label+"_phset"),
+			asm.Mov.Imm(asm.R2, 0),
+			asm.StoreMem(asm.R10, offKey+4, asm.R2, asm.Word).WithSymbol(label+"_phset"),
+		)
+	}
 	for i := int16(0); i < 24; i += 8 {
 		insns = append(insns,
 			asm.LoadMem(asm.R1, asm.R7, sCode+i, asm.DWord),
@@ -360,6 +412,14 @@ func (e *progEnv) state() asm.Instructions {
 	return append(insns, asm.Mov.Reg(asm.R7, asm.R0))
 }
 
+// phaseMap leaves the phase map's value in R6 (it always exists: an array
+// of one).
+func (e *progEnv) phaseMap() asm.Instructions {
+	insns := asm.Instructions{asm.StoreImm(asm.R10, offZeroKey, 0, asm.Word)}
+	insns = append(insns, lookup(e.phaseFD, offZeroKey)...)
+	return append(insns, asm.JEq.Imm(asm.R0, 0, "out"), asm.Mov.Reg(asm.R6, asm.R0))
+}
+
 // exitProgram, on kvm_exit: accounts an exit still pending (no entry since
 // it: the thread was caught between the two), then leaves this one
 // pending with its reason, breakdown class and guest time.
@@ -367,28 +427,39 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 	insns := filterTGID(e.tgid)
 	insns = append(insns, asm.FnKtimeGetNs.Call(), asm.Mov.Reg(asm.R8, asm.R0))
 	insns = append(insns, e.state()...)
+	// The event's fields to the stack first: R6 holds the phase map after.
+	lc, err := loadArg(asm.R1, asm.R6, e.code)
+	if err != nil {
+		return nil, err
+	}
+	insns = append(insns, lc...)
+	insns = append(insns, asm.StoreMem(asm.R10, offCode, asm.R1, asm.DWord), asm.Mov.Imm(asm.R1, 0))
+	if e.sub.Name != "" {
+		ls, err := loadArg(asm.R1, asm.R6, e.sub)
+		if err != nil {
+			return nil, err
+		}
+		insns = append(insns, ls...)
+	}
+	insns = append(insns, asm.StoreMem(asm.R10, offSub, asm.R1, asm.DWord))
+	if e.phases {
+		lp, err := loadArg(asm.R1, asm.R6, e.pc)
+		if err != nil {
+			return nil, err
+		}
+		insns = append(insns, lp...)
+		insns = append(insns, asm.StoreMem(asm.R10, offPC, asm.R1, asm.DWord))
+		insns = append(insns, e.phaseMap()...)
+	}
 	insns = append(insns,
 		asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
 		asm.JEq.Imm(asm.R1, 0, "nopend"),
 	)
 	insns = append(insns, e.account(false, "prev")...)
-	lc, err := loadArg(asm.R1, asm.R6, e.code)
-	if err != nil {
-		return nil, err
-	}
-	insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("nopend"))
-	insns = append(insns, lc...)
-	insns = append(insns, asm.StoreMem(asm.R7, sCode, asm.R1, asm.DWord))
-	if e.sub.Name != "" {
-		ls, err := loadArg(asm.R2, asm.R6, e.sub)
-		if err != nil {
-			return nil, err
-		}
-		insns = append(insns, ls...)
-	} else {
-		insns = append(insns, asm.Mov.Imm(asm.R2, 0))
-	}
 	insns = append(insns,
+		asm.LoadMem(asm.R1, asm.R10, offCode, asm.DWord).WithSymbol("nopend"),
+		asm.LoadMem(asm.R2, asm.R10, offSub, asm.DWord),
+		asm.StoreMem(asm.R7, sCode, asm.R1, asm.DWord),
 		asm.StoreMem(asm.R7, sSub, asm.R2, asm.DWord),
 		asm.Mov.Imm(asm.R3, 0),
 		asm.StoreMem(asm.R7, sDetail, asm.R3, asm.DWord),
@@ -413,6 +484,9 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 		}
 		insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("classed"))
 	}
+	if e.phases {
+		insns = append(insns, e.notePC()...)
+	}
 	insns = append(insns,
 		asm.Mov.Imm(asm.R2, 0),
 		asm.LoadMem(asm.R1, asm.R7, sEntry, asm.DWord),
@@ -429,6 +503,46 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 	return append(insns, e.epilogue()...), nil
 }
 
+// notePC watches for the first exit from a user address, as the perf
+// path's aggregator does: a PC in the TTBR0 half (bit 55 clear, Arm ARM
+// D8.1), outside guest RAM (where the kernel runs with its MMU off), on a
+// thread that has exited from a kernel address before. The phase map's
+// value is in R6, the state in R7, the time in R8.
+func (e *progEnv) notePC() asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R10, offPC, asm.DWord),
+		asm.Mov.Reg(asm.R3, asm.R2),
+		asm.RSh.Imm(asm.R3, 55),
+		asm.And.Imm(asm.R3, 1),
+		asm.JEq.Imm(asm.R3, 0, "userpc"),
+		asm.StoreMem(asm.R7, sSawKern, asm.R3, asm.DWord),
+		asm.Ja.Label("pcdone"),
+		asm.LoadMem(asm.R3, asm.R7, sSawKern, asm.DWord).WithSymbol("userpc"),
+		asm.JEq.Imm(asm.R3, 0, "pcdone"),
+	}
+	for i, r := range e.ram {
+		next := fmt.Sprintf("ram%d", i)
+		insns = append(insns,
+			asm.Mov.Reg(asm.R3, asm.R2),
+			asm.LoadImm(asm.R4, int64(r.Base), asm.DWord),
+			asm.JLT.Reg(asm.R3, asm.R4, next),
+			asm.Sub.Reg(asm.R3, asm.R4),
+			asm.LoadImm(asm.R4, int64(r.Size), asm.DWord),
+			asm.JLT.Reg(asm.R3, asm.R4, "pcdone"),
+			asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(next),
+		)
+	}
+	return append(insns,
+		asm.LoadMem(asm.R3, asm.R6, gFirstUser, asm.DWord),
+		asm.JNE.Imm(asm.R3, 0, "pcdone"),
+		asm.StoreMem(asm.R6, gFirstUser, asm.R8, asm.DWord),
+		asm.LoadMem(asm.R3, asm.R6, gMark, asm.DWord),
+		asm.JNE.Imm(asm.R3, 0, "pcdone"),
+		asm.StoreMem(asm.R6, gUser, asm.R8, asm.DWord),
+		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("pcdone"),
+	)
+}
+
 // entryProgram, on kvm_entry: counts the thread's entries, accounts its
 // pending exit with the handling time, and records the entry's time.
 func (e *progEnv) entryProgram() asm.Instructions {
@@ -436,6 +550,10 @@ func (e *progEnv) entryProgram() asm.Instructions {
 	insns = append(insns, asm.FnKtimeGetNs.Call(), asm.Mov.Reg(asm.R8, asm.R0))
 	insns = append(insns, e.state()...)
 	insns = append(insns, incState(sEntries)...)
+	if e.phases {
+		insns = append(insns, e.phaseMap()...)
+		insns = append(insns, e.noteEntry()...)
+	}
 	insns = append(insns,
 		asm.StoreMem(asm.R7, sEntry, asm.R8, asm.DWord),
 		asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
@@ -446,6 +564,35 @@ func (e *progEnv) entryProgram() asm.Instructions {
 	)
 	insns = append(insns, e.account(true, "acc")...)
 	return append(insns, e.epilogue()...)
+}
+
+// noteEntry tracks the first entry and the secondaries' first entries
+// after the first CPU_ON, as the perf path's aggregator does (phase map in
+// R6, state in R7, time in R8).
+func (e *progEnv) noteEntry() asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R6, gFirst, asm.DWord),
+		asm.JNE.Imm(asm.R1, 0, "hadfirst"),
+		asm.StoreMem(asm.R6, gFirst, asm.R8, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R7, sEntered, asm.DWord).WithSymbol("hadfirst"),
+		asm.JNE.Imm(asm.R1, 0, "entered"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R7, sEntered, asm.R1, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R7, sVCPU, asm.DWord),
+		asm.JLE.Imm(asm.R1, 1, "entered"), // vCPU 0 or not known
+		asm.LoadMem(asm.R1, asm.R6, gCPUOn, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "entered"),
+		asm.LoadMem(asm.R2, asm.R6, gVCPUs, asm.DWord),
+		asm.JLT.Imm(asm.R2, 2, "entered"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.FetchAdd.Mem(asm.R6, asm.R1, asm.DWord, gSecIn), // R1 = the count before
+		asm.Add.Imm(asm.R1, 2),
+		asm.JNE.Reg(asm.R1, asm.R2, "entered"), // not the last of vCPUs - 1
+		asm.LoadMem(asm.R1, asm.R6, gAllIn, asm.DWord),
+		asm.JNE.Imm(asm.R1, 0, "entered"),
+		asm.StoreMem(asm.R6, gAllIn, asm.R8, asm.DWord),
+		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("entered"),
+	}
 }
 
 // detailProgram, on a detail event: gives the thread's pending exit its
@@ -476,6 +623,26 @@ func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
 		insns = append(insns, asm.And.Imm(asm.R2, 1))
 	case detailHVC:
 		insns = append(insns, asm.LSh.Imm(asm.R2, 32), asm.RSh.Imm(asm.R2, 32))
+		if e.phases {
+			// The first PSCI CPU_ON (SMC32 or SMC64 function ID) starts
+			// the secondaries phase at its exit.
+			insns = append(insns,
+				asm.LoadImm(asm.R3, int64(psci.FnCPUOn), asm.DWord),
+				asm.JEq.Reg(asm.R2, asm.R3, "cpuon"),
+				asm.LoadImm(asm.R3, int64(psci.FnCPUOn64), asm.DWord),
+				asm.JNE.Reg(asm.R2, asm.R3, "notcpuon"),
+				asm.StoreMem(asm.R10, offPC, asm.R2, asm.DWord).WithSymbol("cpuon"),
+			)
+			insns = append(insns, e.phaseMap()...)
+			insns = append(insns,
+				asm.LoadMem(asm.R2, asm.R10, offPC, asm.DWord),
+				asm.LoadMem(asm.R1, asm.R6, gCPUOn, asm.DWord),
+				asm.JNE.Imm(asm.R1, 0, "notcpuon"),
+				asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
+				asm.StoreMem(asm.R6, gCPUOn, asm.R1, asm.DWord),
+				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("notcpuon"),
+			)
+		}
 	case detailSysESR:
 		// The ISS (25 bits); Snapshot turns it into the register key,
 		// marked by sysESRMark.

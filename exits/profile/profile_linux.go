@@ -65,7 +65,7 @@ const (
 )
 
 // bpfMissing is what the BPF path does not keep, for the Sources list.
-const bpfMissing = "boot phases and guest code come from the perf rings only (--profile-via perf)"
+const bpfMissing = "guest code (exit PCs) comes from the perf rings only (--guest-symbols or --profile-via perf)"
 
 // topFunctions is how many guest functions (or PCs) the report lists per
 // reason.
@@ -112,6 +112,9 @@ type Profile struct {
 func (p *Profile) MarkUserspace() {
 	if p != nil && p.trace != nil {
 		p.trace.Aggregator().MarkUserspace(MonotonicNS())
+	}
+	if p != nil && p.bpf != nil {
+		p.bpf.MarkUserspace(MonotonicNS())
 	}
 }
 
@@ -199,7 +202,7 @@ func (p *Profile) openBPF() bool {
 	env.Logger = p.log
 	root, err := tracepoint.ProbeEnv(env)
 	if err == nil {
-		p.bpf, err = bpfagg.New(bpfagg.Config{Tracefs: root, TGID: os.Getpid(), Layout: p.cfg.Layout, NoBreakdown: p.cfg.NoBreakdown})
+		p.bpf, err = bpfagg.New(bpfagg.Config{Tracefs: root, TGID: os.Getpid(), Layout: p.cfg.Layout, NoBreakdown: p.cfg.NoBreakdown, TIDs: p.cfg.TIDs})
 	}
 	if err != nil {
 		p.bpfErr = err
@@ -364,6 +367,9 @@ func (p *Profile) addBPF(rep *exits.Report, snaps []userspace.RecorderSnapshot) 
 		return
 	}
 	tracepoint.AddTo(rep, p.bpf.Namer(), snap.VCPUs, snap.Details)
+	if snap.Details != nil {
+		p.userspace, p.firstNS = snap.Details.Userspace, snap.Details.FirstNS
+	}
 	how := p.bpf.Describe()
 	if snap.HistDropped > 0 {
 		how += fmt.Sprintf("; %d samples missing from the histograms (map full)", snap.HistDropped)

@@ -137,6 +137,39 @@ const (
 	numPhases
 )
 
+// NumPhases is the number of boot phases the tracepoint totals are split
+// by (boot_to_smp, secondaries, kernel_to_user, after_userspace).
+const NumPhases = numPhases
+
+// PhaseBounds are the boot phase boundaries on the CLOCK_MONOTONIC clock
+// (0 until seen): the first kvm_entry, the first PSCI CPU_ON exit, the
+// last secondary's first entry after it, userspace (the marker, else the
+// first user-PC exit), the marker and the first user-PC exit; VCPUs is the
+// number of vCPUs (0: not known, no phases).
+type PhaseBounds struct {
+	First, CPUOn, AllIn, User, Mark, FirstUser uint64
+	VCPUs                                      int
+}
+
+// PhaseOf is the phase (0..NumPhases-1) of an exit at time at with the
+// boundaries known so far.
+func (b PhaseBounds) PhaseOf(at uint64) int {
+	switch {
+	case b.User != 0 && at >= b.User:
+		return phaseAfterUser
+	case b.AllIn != 0 && at >= b.AllIn:
+		return phaseKernelToUser
+	case b.CPUOn != 0 && at >= b.CPUOn:
+		return phaseSecondaries
+	case b.VCPUs == 1:
+		return phaseKernelToUser
+	}
+	return phaseBootToSMP
+}
+
+// PhaseTotals are one reason's exits in one phase.
+type PhaseTotals struct{ Count, GuestNS, HandleNS uint64 }
+
 func phaseName(p int) string {
 	return [numPhases]string{"boot_to_smp", "secondaries", "kernel_to_user", "after_userspace"}[p]
 }
@@ -355,17 +388,7 @@ func (a *Aggregator) rowsOf(tid int, reason string) map[uint64]*RowStats {
 // phaseAt is the phase an exit at time at belongs to, from the boundaries
 // seen so far (events are processed in time order).
 func (a *Aggregator) phaseAt(at uint64) int {
-	switch {
-	case a.userAt != 0 && at >= a.userAt:
-		return phaseAfterUser
-	case a.allInAt != 0 && at >= a.allInAt:
-		return phaseKernelToUser
-	case a.cpuOnAt != 0 && at >= a.cpuOnAt:
-		return phaseSecondaries
-	case a.layout.VCPUs == 1:
-		return phaseKernelToUser
-	}
-	return phaseBootToSMP
+	return PhaseBounds{CPUOn: a.cpuOnAt, AllIn: a.allInAt, User: a.userAt, VCPUs: a.layout.VCPUs}.PhaseOf(at)
 }
 
 // noteEntry tracks the secondaries' first entries after the first CPU_ON.
@@ -553,45 +576,15 @@ func (a *Aggregator) Details() *Details {
 		d.PCs[reason] = maps(rd.pcs)
 		d.PCsOther[reason] = rd.pcMore
 	}
-	rel := func(t uint64) int64 {
-		if t == 0 || t < a.firstAt {
-			return -1
-		}
-		return int64(t - a.firstAt)
-	}
-	starts := [numPhases]uint64{a.firstAt, a.cpuOnAt, a.allInAt, a.userAt}
-	// Without the number of vCPUs (a VMM attached to while it runs) there
-	// are no phases to tell.
-	for ph := 0; ph < numPhases && a.layout.VCPUs > 0; ph++ {
-		pm := a.phases[ph]
-		if len(pm) == 0 {
-			continue
-		}
-		pr := exits.PhaseRows{Phase: phaseName(ph), StartNS: rel(starts[ph]), EndNS: -1}
-		if ph == phaseBootToSMP || pr.StartNS < 0 {
-			pr.StartNS = max(pr.StartNS, 0)
-		}
-		for next := ph + 1; next < numPhases; next++ {
-			if starts[next] != 0 && len(a.phases[next]) > 0 {
-				pr.EndNS = rel(starts[next])
-				break
-			}
-		}
+	var per [NumPhases]map[string]PhaseTotals
+	for ph, pm := range a.phases {
+		per[ph] = map[string]PhaseTotals{}
 		for reason, acc := range pm {
-			pr.Rows = append(pr.Rows, exits.PhaseRow{Reason: reason, Samples: acc.count, TimeNS: acc.guestNS, HandleNS: acc.handleNS})
+			per[ph][reason] = PhaseTotals{Count: acc.count, GuestNS: acc.guestNS, HandleNS: acc.handleNS}
 		}
-		slices.SortFunc(pr.Rows, func(x, y exits.PhaseRow) int {
-			return cmp.Or(cmp.Compare(y.Samples, x.Samples), cmp.Compare(x.Reason, y.Reason))
-		})
-		d.Phases = append(d.Phases, pr)
 	}
-	if a.userAt != 0 {
-		u := &exits.UserspaceStart{Source: "first_user_exit", AtNS: rel(a.userAt), FirstUserExitNS: rel(a.firstUserAt)}
-		if a.markAt != 0 {
-			u.Source = "marker"
-		}
-		d.Userspace = u
-	}
+	b := PhaseBounds{First: a.firstAt, CPUOn: a.cpuOnAt, AllIn: a.allInAt, User: a.userAt, Mark: a.markAt, FirstUser: a.firstUserAt, VCPUs: a.layout.VCPUs}
+	d.Phases, d.Userspace = PhaseReport(b, per)
 	return d
 }
 
@@ -672,4 +665,51 @@ func smcccName(fid uint32) string {
 		return "PV_TIME_ST"
 	}
 	return ""
+}
+
+// PhaseReport builds the report's phases, in boot order with their bounds
+// relative to the first entry, and the userspace start, from the bounds
+// and the per-phase totals.
+func PhaseReport(b PhaseBounds, per [NumPhases]map[string]PhaseTotals) ([]exits.PhaseRows, *exits.UserspaceStart) {
+	rel := func(t uint64) int64 {
+		if t == 0 || t < b.First {
+			return -1
+		}
+		return int64(t - b.First)
+	}
+	starts := [numPhases]uint64{b.First, b.CPUOn, b.AllIn, b.User}
+	var out []exits.PhaseRows
+	// Without the number of vCPUs (a VMM attached to while it runs) there
+	// are no phases to tell.
+	for ph := 0; ph < numPhases && b.VCPUs > 0; ph++ {
+		pm := per[ph]
+		if len(pm) == 0 {
+			continue
+		}
+		pr := exits.PhaseRows{Phase: phaseName(ph), StartNS: rel(starts[ph]), EndNS: -1}
+		if ph == phaseBootToSMP || pr.StartNS < 0 {
+			pr.StartNS = max(pr.StartNS, 0)
+		}
+		for next := ph + 1; next < numPhases; next++ {
+			if starts[next] != 0 && len(per[next]) > 0 {
+				pr.EndNS = rel(starts[next])
+				break
+			}
+		}
+		for reason, acc := range pm {
+			pr.Rows = append(pr.Rows, exits.PhaseRow{Reason: reason, Samples: acc.Count, TimeNS: acc.GuestNS, HandleNS: acc.HandleNS})
+		}
+		slices.SortFunc(pr.Rows, func(x, y exits.PhaseRow) int {
+			return cmp.Or(cmp.Compare(y.Samples, x.Samples), cmp.Compare(x.Reason, y.Reason))
+		})
+		out = append(out, pr)
+	}
+	var u *exits.UserspaceStart
+	if b.User != 0 {
+		u = &exits.UserspaceStart{Source: "first_user_exit", AtNS: rel(b.User), FirstUserExitNS: rel(b.FirstUser)}
+		if b.Mark != 0 {
+			u.Source = "marker"
+		}
+	}
+	return out, u
 }

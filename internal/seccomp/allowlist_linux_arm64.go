@@ -79,6 +79,10 @@ func Run(pid int) []Rule {
 		// os.Hostname's fallback for the result's host.
 		Allow("uname", unix.SYS_UNAME),
 		Allow("ppoll", unix.SYS_PPOLL), // the tracepoint ring buffers
+		// The BPF exit counters' maps, read at the end and per metrics
+		// scrape (by key: BPF_MAP_GET_NEXT_KEY, BPF_MAP_LOOKUP_ELEM);
+		// loading programs or creating maps stays refused.
+		AllowIf("bpf", unix.SYS_BPF, 0, ^uint32(0), unix.BPF_MAP_LOOKUP_ELEM, unix.BPF_MAP_GET_NEXT_KEY),
 		// virtio-blk: guest requests on the disk image, flushes.
 		Allow("preadv", unix.SYS_PREADV),
 		Allow("pwritev", unix.SYS_PWRITEV),
