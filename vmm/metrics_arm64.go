@@ -28,7 +28,11 @@ func newMetricsServer(addr string, m *VM) (*metricsServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
-	col := metrics.NewCollector(metrics.CollectorConfig{Recorders: m.prof.rec, KVMStats: m.prof.liveStats, Trace: m.prof.trace()})
+	cc := metrics.CollectorConfig{Recorders: m.prof.rec, KVMStats: m.prof.liveStats}
+	if t := m.prof.trace(); t != nil {
+		cc.Trace = t
+	}
+	col := metrics.NewCollector(cc)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(col, timelineSource{m}))
 	return &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil

@@ -151,7 +151,7 @@ func (p *vmProfile) firstUserExit() (uint64, bool) { return p.sources.FirstUserE
 func (p *vmProfile) start() { p.sources.Start() }
 
 // trace is the live tracepoint aggregate, nil without tracepoints.
-func (p *vmProfile) trace() *tracepoint.Aggregator { return p.sources.Trace() }
+func (p *vmProfile) trace() profile.LiveTrace { return p.sources.Trace() }
 
 // liveStats is the metrics callback: fresh stats of the VM and each vCPU.
 func (p *vmProfile) liveStats() ([]kvmstat.Labeled, error) { return p.sources.LiveStats() }

@@ -698,6 +698,8 @@ func (r *run) serveMetrics() (*http.Server, error) {
 	cc := metrics.CollectorConfig{KVMStats: r.liveStats}
 	if r.trace != nil {
 		cc.Trace = r.trace.Aggregator()
+	} else if r.bpf != nil {
+		cc.Trace = bpfagg.Live{Counter: r.bpf, VCPUOf: r.vcpuOf, Logger: r.log}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(metrics.NewCollector(cc)))

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -619,6 +620,29 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 		snap.VCPUs = append(snap.VCPUs, v)
 	}
 	return snap, nil
+}
+
+// Live reads a Counter's maps whenever asked, as a metrics scrape does
+// (a live tracepoint aggregate, like the perf path's Aggregator).
+type Live struct {
+	Counter *Counter
+	VCPUOf  func(tid int) (int, bool)
+	// Logger receives a failed read (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Snapshot reads the maps now (nil when they cannot be read).
+func (l Live) Snapshot() []tracepoint.VCPUStats {
+	s, err := l.Counter.Snapshot(l.VCPUOf)
+	if err != nil {
+		log := l.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("read the BPF exit counters", "err", err)
+		return nil
+	}
+	return s.VCPUs
 }
 
 // mergeRow adds r to the row of the same name (two keys can share a name,

@@ -22,7 +22,7 @@ type CollectorConfig struct {
 	// Recorders are the vCPUs' userspace exit recorders.
 	Recorders []*userspace.Recorder
 	// Trace is the tracepoint aggregate, when tracepoints are in use.
-	Trace *tracepoint.Aggregator
+	Trace TraceSource
 	// KVMStats returns fresh KVM stats snapshots; it is called once per
 	// scrape. Its families are a StatsCollector's (see NewStatsCollector),
 	// whose metric names depend on the kernel's descriptors.
@@ -69,8 +69,14 @@ func (c *Collector) AddRecorder(r *userspace.Recorder) {
 	c.cfg.Recorders = append(c.cfg.Recorders, r)
 }
 
+// TraceSource is a live tracepoint aggregate: the perf rings'
+// *tracepoint.Aggregator, or the BPF counters' maps read at each scrape.
+type TraceSource interface {
+	Snapshot() []tracepoint.VCPUStats
+}
+
 // SetTrace sets the tracepoint aggregate (nil to stop exporting it).
-func (c *Collector) SetTrace(a *tracepoint.Aggregator) {
+func (c *Collector) SetTrace(a TraceSource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cfg.Trace = a

@@ -232,13 +232,24 @@ func (p *Profile) BPF() *bpfagg.Counter {
 // VCPUOf maps a vCPU thread id to its vCPU index (for BPF snapshots).
 func (p *Profile) VCPUOf(tid int) (int, bool) { return p.vcpuOf(tid) }
 
+// LiveTrace is a live tracepoint aggregate: Snapshot reads it now.
+type LiveTrace interface {
+	Snapshot() []tracepoint.VCPUStats
+}
+
 // Trace is the live tracepoint aggregate (nil without tracepoints), for
-// the metrics collector.
-func (p *Profile) Trace() *tracepoint.Aggregator {
-	if p == nil || p.trace == nil {
+// the metrics collector: the perf rings' aggregator, or the BPF maps read
+// at each call.
+func (p *Profile) Trace() LiveTrace {
+	switch {
+	case p == nil:
 		return nil
+	case p.bpf != nil:
+		return bpfagg.Live{Counter: p.bpf, VCPUOf: p.vcpuOf, Logger: p.log}
+	case p.trace != nil:
+		return p.trace.Aggregator()
 	}
-	return p.trace.Aggregator()
+	return nil
 }
 
 // Start takes the "before" stats and starts draining tracepoints. Only the
