@@ -194,7 +194,7 @@ type detail struct {
 var arm64Details = []detail{
 	{detailWFx, "kvm_wfx_arm64", 1, "is_wfe"},      // (vcpu_pc, is_wfe)
 	{detailHVC, "kvm_hvc_arm64", 1, "r0"},          // (vcpu_pc, r0, imm)
-	{detailSysESR, "kvm_handle_sys_reg", 0, "hsr"}, // (hsr)
+	{detailSysESR, "kvm_handle_sys_reg", 0, "hsr"}, // (hsr); the field is esr in later kernels
 	{detailFault, "kvm_guest_fault", 3, "ipa"},     // (vcpu_pc, hsr, hxfar, ipa)
 }
 
@@ -206,7 +206,11 @@ func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 		typ = ebpf.RawTracepoint
 		// kvm_exit(int ret, unsigned int esr_ec, unsigned long vcpu_pc),
 		// arch/arm64/kvm/trace_arm.h.
-		env.code, env.sub = rawArg(0), rawArg(1)
+		// The arguments are what KVM passes, not the record's fields:
+		// exitProgram applies the record's TP_fast_assign (the SError
+		// bit masked off ret, esr_ec 0 unless a trap).
+		env.code = arg{Name: "ret", Offset: 0, Size: 4}
+		env.sub = rawArg(1)
 		env.pc = rawArg(2)
 	} else {
 		env.code, _ = exit.Field(c.namer.CodeField())
@@ -236,6 +240,9 @@ func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 					continue
 				}
 				fd, ok := f.Field(d.field)
+				if !ok && d.field == "hsr" {
+					fd, ok = f.Field("esr")
+				}
 				if !ok {
 					continue
 				}

@@ -179,7 +179,11 @@ func TestProgramsAccount(t *testing.T) {
 	det(detailSysESR, tracepoint.DetailSysRegESR, esr, esr)
 	entry()
 	pc = 0xffff_8000_1000_0000 // the kernel's half
-	exit(0, 0)                 // IRQ
+	// An IRQ with the SError flag and a stale EC, as KVM passes them
+	// (the record would hold ret 0, esr_ec 0).
+	runProg(t, exitP, 1<<31, 0x18, pc)
+	now += 10
+	evs = append(evs, tracepoint.Event{Kind: tracepoint.EventExit, TID: tid, Time: now, Code: 0, Sub: 0, PC: pc})
 	entry()
 	exit(2, 0x24)
 	det(detailFault, tracepoint.DetailFault, 0x900_0004, 0x1234, 0, 0, 0x900_0004)

@@ -433,15 +433,28 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 		return nil, err
 	}
 	insns = append(insns, lc...)
-	insns = append(insns, asm.StoreMem(asm.R10, offCode, asm.R1, asm.DWord), asm.Mov.Imm(asm.R1, 0))
+	if e.raw {
+		// kvm_exit's record holds ARM_EXCEPTION_CODE(ret), the SError
+		// flag (bit 31, ARM_EXIT_WITH_SERROR_BIT) cleared
+		// (arch/arm64/include/asm/kvm_asm.h), and esr_ec only for a trap.
+		insns = append(insns, asm.And.Imm(asm.R1, 0x7fff_ffff))
+	}
+	insns = append(insns, asm.StoreMem(asm.R10, offCode, asm.R1, asm.DWord), asm.Mov.Imm(asm.R2, 0))
 	if e.sub.Name != "" {
-		ls, err := loadArg(asm.R1, asm.R6, e.sub)
+		ls, err := loadArg(asm.R2, asm.R6, e.sub)
 		if err != nil {
 			return nil, err
 		}
 		insns = append(insns, ls...)
+		if e.raw {
+			insns = append(insns,
+				asm.JEq.Imm(asm.R1, exits.Arm64ExceptionTrap, "trap"),
+				asm.Mov.Imm(asm.R2, 0),
+				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("trap"),
+			)
+		}
 	}
-	insns = append(insns, asm.StoreMem(asm.R10, offSub, asm.R1, asm.DWord))
+	insns = append(insns, asm.StoreMem(asm.R10, offSub, asm.R2, asm.DWord))
 	if e.phases {
 		lp, err := loadArg(asm.R1, asm.R6, e.pc)
 		if err != nil {
