@@ -476,11 +476,7 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			r = &tracepoint.RowStats{}
 			a.rows[key] = r
 		}
-		r.Count += v.Count
-		r.GuestCount += v.GuestCount
-		r.GuestSumNS += v.GuestSum
-		r.HandleCount += v.HandleCount
-		r.HandleSumNS += v.HandleSum
+		r.Merge(&tracepoint.RowStats{Count: v.Count, GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, HandleCount: v.HandleCount, HandleSumNS: v.HandleSum})
 	}
 	var rk rowKey
 	var rv rowValue
@@ -587,11 +583,7 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 					x = &tracepoint.RowStats{}
 					into.rows[k] = x
 				}
-				x.Count += r.Count
-				x.GuestCount += r.GuestCount
-				x.GuestSumNS += r.GuestSumNS
-				x.HandleCount += r.HandleCount
-				x.HandleSumNS += r.HandleSumNS
+				x.Merge(r)
 			}
 		}
 	}
@@ -657,11 +649,7 @@ func (l Live) Snapshot() []tracepoint.VCPUStats {
 func mergeRow(rows []tracepoint.RowStats, r tracepoint.RowStats) []tracepoint.RowStats {
 	for i := range rows {
 		if rows[i].Key == r.Key {
-			rows[i].Count += r.Count
-			rows[i].GuestCount += r.GuestCount
-			rows[i].GuestSumNS += r.GuestSumNS
-			rows[i].HandleCount += r.HandleCount
-			rows[i].HandleSumNS += r.HandleSumNS
+			rows[i].Merge(&r)
 			return rows
 		}
 	}

@@ -535,15 +535,8 @@ func (e *progEnv) notePC() asm.Instructions {
 	}
 	for i, r := range e.ram {
 		next := fmt.Sprintf("ram%d", i)
-		insns = append(insns,
-			asm.Mov.Reg(asm.R3, asm.R2),
-			asm.LoadImm(asm.R4, int64(r.Base), asm.DWord),
-			asm.JLT.Reg(asm.R3, asm.R4, next),
-			asm.Sub.Reg(asm.R3, asm.R4),
-			asm.LoadImm(asm.R4, int64(r.Size), asm.DWord),
-			asm.JLT.Reg(asm.R3, asm.R4, "pcdone"),
-			asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(next),
-		)
+		insns = append(insns, inRegion(asm.R2, asm.R3, asm.R4, r, "pcdone", next)...)
+		insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(next))
 	}
 	return append(insns,
 		asm.LoadMem(asm.R3, asm.R6, gFirstUser, asm.DWord),
@@ -664,15 +657,11 @@ func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
 		// The region index of the IPA, unrolled over the layout.
 		insns = append(insns, asm.Mov.Reg(asm.R4, asm.R2), asm.LoadImm(asm.R2, tracepoint.DevUnmapped, asm.DWord))
 		for i, r := range e.regions {
-			next := fmt.Sprintf("reg%d", i)
+			hit, next := fmt.Sprintf("reg%d_hit", i), fmt.Sprintf("reg%d", i)
+			insns = append(insns, inRegion(asm.R4, asm.R3, asm.R5, r, hit, next)...)
 			insns = append(insns,
-				asm.Mov.Reg(asm.R3, asm.R4),
-				asm.LoadImm(asm.R5, int64(r.Base), asm.DWord),
-				asm.JLT.Reg(asm.R3, asm.R5, next),
-				asm.Sub.Reg(asm.R3, asm.R5),
-				asm.LoadImm(asm.R5, int64(r.Size), asm.DWord),
-				asm.JGE.Reg(asm.R3, asm.R5, next),
-				asm.Mov.Imm(asm.R2, int32(i)),
+				asm.Ja.Label(next),
+				asm.Mov.Imm(asm.R2, int32(i)).WithSymbol(hit),
 				asm.Ja.Label("regdone"),
 				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(next),
 			)
@@ -687,6 +676,19 @@ func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
 		asm.StoreMem(asm.R7, sDetail, asm.R2, asm.DWord),
 	)
 	return append(insns, e.epilogue()...), nil
+}
+
+// inRegion jumps to hit if v lies in r, to miss if below it, and falls
+// through if above (tmp and bound are scratch).
+func inRegion(v, tmp, bound asm.Register, r tracepoint.Region, hit, miss string) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(tmp, v),
+		asm.LoadImm(bound, int64(r.Base), asm.DWord),
+		asm.JLT.Reg(tmp, bound, miss),
+		asm.Sub.Reg(tmp, bound),
+		asm.LoadImm(bound, int64(r.Size), asm.DWord),
+		asm.JLT.Reg(tmp, bound, hit),
+	}
 }
 
 // sysESRMark marks a SYS64 key that still holds the ESR's ISS (bit 40,

@@ -111,3 +111,35 @@ func BenchmarkAdd(b *testing.B) {
 		h.Add(uint64(i) * 7919)
 	}
 }
+
+// TestFromBuckets: a histogram rebuilt from another's bucket counts, sum
+// and extremes (as a source counting buckets elsewhere hands them over)
+// gives the same percentiles; Index is the bucket Add uses.
+func TestFromBuckets(t *testing.T) {
+	var h H
+	for i := uint64(1); i < 5000; i++ {
+		h.Add(i * i % 7919 * 1000)
+	}
+	counts := make([]uint64, NumBuckets)
+	for v := uint64(0); v < 1<<40; v = v*3 + 1 {
+		if Index(v) != index(v) {
+			t.Fatalf("Index(%d) = %d, index %d", v, Index(v), index(v))
+		}
+	}
+	copy(counts, h.counts[:])
+	g, err := FromBuckets(counts, h.Sum(), h.Min(), h.Max())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []float64{0.01, 0.5, 0.9, 0.99, 1} {
+		if g.Quantile(q) != h.Quantile(q) {
+			t.Errorf("q%v: rebuilt %d, original %d", q, g.Quantile(q), h.Quantile(q))
+		}
+	}
+	if g.Count() != h.Count() {
+		t.Errorf("count %d, want %d", g.Count(), h.Count())
+	}
+	if _, err := FromBuckets(make([]uint64, NumBuckets+1), 0, 0, 0); err == nil {
+		t.Error("too many buckets accepted")
+	}
+}

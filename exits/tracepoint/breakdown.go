@@ -99,7 +99,9 @@ type RowStats struct {
 	HandleCount, HandleSumNS uint64
 }
 
-func (r *RowStats) merge(o *RowStats) {
+// Merge adds o's counts and times into r (the BPF source merges its
+// rows with it too).
+func (r *RowStats) Merge(o *RowStats) {
 	r.Count += o.Count
 	r.GuestCount += o.GuestCount
 	r.GuestSumNS += o.GuestSumNS
@@ -624,7 +626,7 @@ func mergeRows(into []RowStats, from []RowStats) []RowStats {
 			into = append(into, from[i])
 			continue
 		}
-		into[j].merge(&from[i])
+		into[j].Merge(&from[i])
 	}
 	return into
 }
