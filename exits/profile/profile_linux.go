@@ -322,7 +322,11 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 		return rep
 	}
 	if p.trace == nil {
-		rep.SetSource(exits.SourceTracepoint, "", p.traceErr)
+		err := p.traceErr
+		if p.bpfErr != nil && p.cfg.Via != ViaBPF && err != nil {
+			err = fmt.Errorf("%w; BPF: %v", err, p.bpfErr)
+		}
+		rep.SetSource(exits.SourceTracepoint, "", err)
 		return rep
 	}
 	if p.traceStop != nil {
