@@ -726,6 +726,9 @@ func (r *run) finish() *exits.Report {
 		if err := r.trace.Drain(); err != nil {
 			r.log.Warn("last tracepoint drain", "err", err)
 		}
+		// Each thread's last exit waits for an entry that never comes:
+		// account it, so the breakdown rows add up to their reason.
+		r.trace.Flush()
 	}
 	return r.report()
 }

@@ -274,3 +274,63 @@ func TestProgramsAccount(t *testing.T) {
 	}
 	t.Logf("BPF: %+v; phases %v", got, gp)
 }
+
+// TestSecondariesPhase: the secondaries phase ends at the last
+// secondary's first entry after the first CPU_ON (this thread is vCPU 0,
+// another locked thread vCPU 1), not before.
+func TestSecondariesPhase(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	namer, err := exits.NamerForFields(func(n string) bool { return n == "ret" || n == "esr_ec" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tidB, run, done := make(chan int), make(chan func()), make(chan struct{})
+	defer close(run)
+	go func() {
+		runtime.LockOSThread()
+		tidB <- unix.Gettid()
+		for f := range run {
+			f()
+			done <- struct{}{}
+		}
+	}()
+	b := <-tidB
+	c := &Counter{cfg: Config{TGID: os.Getpid(), Layout: tracepoint.Layout{VCPUs: 2}, TIDs: []int{unix.Gettid(), b}}, namer: namer}
+	defer c.Close()
+	mk := func(key, val, n uint32, typ ebpf.MapType) *ebpf.Map {
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: typ, KeySize: key, ValueSize: val, MaxEntries: n})
+		if err != nil {
+			t.Skipf("BPF maps: %v", err)
+		}
+		return m
+	}
+	c.rows, c.state = mk(32, rowValueSize, 64, ebpf.Hash), mk(4, stateSize, 8, ebpf.Hash)
+	c.hists, c.zero = mk(24, histValueSize, 16, ebpf.Hash), mk(4, histValueSize, 1, ebpf.Array)
+	env := progEnv{tgid: os.Getpid(), raw: true, stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
+		code: rawArg(0), sub: rawArg(1), pc: rawArg(2), breakdown: true, detailArg: map[detailKind]arg{detailHVC: rawArg(1)}}
+	if err := c.openPhases(&env); err != nil {
+		t.Fatal(err)
+	}
+	exitP, err := env.exitProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hvcP, err := env.detailProgram(detailHVC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entryP := env.entryProgram()
+	runProg(t, entryP)
+	runProg(t, exitP, 2, 0x16, 0x4008_0000)
+	runProg(t, hvcP, 0x4008_0000, 0xc400_0003) // CPU_ON (SMC64)
+	runProg(t, entryP)
+	if b := c.bounds(); b.CPUOn == 0 || b.AllIn != 0 {
+		t.Fatalf("after CPU_ON: %+v, want CPUOn set, AllIn not", b)
+	}
+	run <- func() { runProg(t, entryP) }
+	<-done
+	if b := c.bounds(); b.AllIn < b.CPUOn || b.AllIn == 0 {
+		t.Errorf("after vCPU 1's first entry: %+v, want AllIn set after CPUOn", b)
+	}
+}

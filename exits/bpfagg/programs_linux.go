@@ -590,10 +590,14 @@ func (e *progEnv) noteEntry() asm.Instructions {
 		asm.JEq.Imm(asm.R1, 0, "entered"),
 		asm.LoadMem(asm.R2, asm.R6, gVCPUs, asm.DWord),
 		asm.JLT.Imm(asm.R2, 2, "entered"),
+		// Count this secondary, then look: the last one to add sees all
+		// vCPUs - 1 (an atomic add, then a load: cilium/ebpf's FetchAdd
+		// did not return the old value on the kernels tried).
 		asm.Mov.Imm(asm.R1, 1),
-		asm.FetchAdd.Mem(asm.R6, asm.R1, asm.DWord, gSecIn), // R1 = the count before
-		asm.Add.Imm(asm.R1, 2),
-		asm.JNE.Reg(asm.R1, asm.R2, "entered"), // not the last of vCPUs - 1
+		asm.AddAtomic.Mem(asm.R6, asm.R1, asm.DWord, gSecIn),
+		asm.LoadMem(asm.R1, asm.R6, gSecIn, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.JLT.Reg(asm.R1, asm.R2, "entered"), // not all of vCPUs - 1 yet
 		asm.LoadMem(asm.R1, asm.R6, gAllIn, asm.DWord),
 		asm.JNE.Imm(asm.R1, 0, "entered"),
 		asm.StoreMem(asm.R6, gAllIn, asm.R8, asm.DWord),
