@@ -299,7 +299,13 @@ func TestQEMUProfileAttach(t *testing.T) {
 // time agree with the perf path's within the histograms' error (1/32 of
 // the value each) plus the two paths' clock difference: BPF reads
 // bpf_ktime_get_ns when its program runs, perf stamps the sample a few
-// microseconds apart at the same tracepoint (bpfSlackNS).
+// microseconds apart at the same tracepoint (bpfSlackNS). kvm_exit runs
+// with interrupts enabled, so now and then a host interrupt falls between
+// the two and moves one sample by much more; where the distribution is
+// thin around a percentile (IRQ guest times span 40 us to 100 ms) that
+// can move the percentile across the gap, so a percentile may also move
+// by about 1% of the samples in rank: a tenth of the distance to the next
+// percentile reported (p50 -> p90 holds 40% of them, p90 -> p99 9%).
 func compareBPFDetail(t *testing.T, path string) {
 	t.Helper()
 	const bpfSlackNS = 50_000
@@ -321,9 +327,10 @@ func compareBPFDetail(t *testing.T, path string) {
 		}
 		total[r.Source][r.Reason] = r
 	}
-	near := func(a, b uint64) bool {
+	near := func(a, b, next uint64) bool {
 		d := max(a, b) - min(a, b)
-		return float64(d) <= float64(max(a, b))*2/32+bpfSlackNS
+		rank := float64(next-min(next, b)) / 10
+		return float64(d) <= max(float64(max(a, b))*2/32+bpfSlackNS, rank)
 	}
 	nRows, nPct := 0, 0
 	for reason, perf := range total["tracepoint"] {
@@ -357,7 +364,7 @@ func compareBPFDetail(t *testing.T, path string) {
 			perf, bpf exits.Percentiles
 		}{{"guest", perf.Percentiles.Guest, bpf.Percentiles.Guest}, {"handle", perf.Percentiles.Handle, bpf.Percentiles.Handle}} {
 			nPct++
-			if !near(c.perf.P50, c.bpf.P50) || !near(c.perf.P90, c.bpf.P90) {
+			if !near(c.bpf.P50, c.perf.P50, c.perf.P90) || !near(c.bpf.P90, c.perf.P90, c.perf.P99) {
 				t.Errorf("%s %s time: BPF p50 %d p90 %d ns, perf p50 %d p90 %d ns", reason, c.what, c.bpf.P50, c.bpf.P90, c.perf.P50, c.perf.P90)
 			}
 			t.Logf("%s %s (%d exits): p50 BPF %d perf %d, p90 %d %d, p99 %d %d, max %d %d ns", reason, c.what, perf.Count,
