@@ -314,21 +314,23 @@ func (e *progEnv) account(withHandle bool, label string) asm.Instructions {
 	if e.phases {
 		// The exit's phase from its time and the bounds seen so far, as
 		// tracepoint.PhaseBounds.PhaseOf (the phase map's value in R6).
+		insns = append(insns, asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord))
+		for _, b := range []struct {
+			off   int16
+			phase int32
+		}{{gUser, 3}, {gAllIn, 2}, {gCPUOn, 1}} {
+			next := fmt.Sprintf("%s_ph%d", label, b.phase)
+			insns = append(insns,
+				asm.Mov.Imm(asm.R2, b.phase),
+				asm.LoadMem(asm.R3, asm.R6, b.off, asm.DWord),
+				asm.JEq.Imm(asm.R3, 0, next),
+				asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
+				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(next),
+			)
+		}
+		// Before any bound: boot_to_smp, or kernel_to_user with one vCPU.
 		insns = append(insns,
-			asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
-			asm.Mov.Imm(asm.R2, 3),
-			asm.LoadMem(asm.R3, asm.R6, gUser, asm.DWord),
-			asm.JEq.Imm(asm.R3, 0, label+"_ph2"),
-			asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
-			asm.Mov.Imm(asm.R2, 2).WithSymbol(label+"_ph2"),
-			asm.LoadMem(asm.R3, asm.R6, gAllIn, asm.DWord),
-			asm.JEq.Imm(asm.R3, 0, label+"_ph1"),
-			asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
-			asm.Mov.Imm(asm.R2, 1).WithSymbol(label+"_ph1"),
-			asm.LoadMem(asm.R3, asm.R6, gCPUOn, asm.DWord),
-			asm.JEq.Imm(asm.R3, 0, label+"_ph0"),
-			asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
-			asm.Mov.Imm(asm.R2, 2).WithSymbol(label+"_ph0"),
+			asm.Mov.Imm(asm.R2, 2),
 			asm.LoadMem(asm.R3, asm.R6, gVCPUs, asm.DWord),
 			asm.JEq.Imm(asm.R3, 1, label+"_phset"),
 			asm.Mov.Imm(asm.R2, 0),
