@@ -333,4 +333,20 @@ func TestSecondariesPhase(t *testing.T) {
 	if b := c.bounds(); b.AllIn < b.CPUOn || b.AllIn == 0 {
 		t.Errorf("after vCPU 1's first entry: %+v, want AllIn set after CPUOn", b)
 	}
+	runProg(t, exitP, 0, 0, 0xffff_8000_0000_0000) // an IRQ: kernel_to_user
+	runProg(t, entryP)
+	snap, err := c.Snapshot(func(tid int) (int, bool) { return 0, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range snap.Details.Phases {
+		for _, r := range p.Rows {
+			got = append(got, p.Phase+" "+r.Reason)
+		}
+	}
+	// The CPU_ON exit opens the secondaries phase (as in the perf path).
+	if want := []string{"secondaries HVC64", "kernel_to_user IRQ"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("phases %v, want %v", got, want)
+	}
 }
