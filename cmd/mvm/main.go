@@ -29,6 +29,7 @@ func (e *exitError) Error() string { return e.msg }
 type usageError struct{ error }
 
 func main() {
+	noHeapTHP()
 	start := time.Now()
 	root := newRootCmd(start)
 	err := root.Execute()
