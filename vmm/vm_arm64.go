@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -458,6 +459,16 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 		defer m.metrics.stop()
 	}
 	m.prof.start()
+	// Setup is done: what it allocated (flag parsing, the device tree,
+	// the loaders' buffers) is garbage, and at this heap size no GC has
+	// run yet. Collect it and hand the free pages back, then drop the
+	// executable pages setup touched; the collection comes first because
+	// it walks type data and stack maps itself (docs/footprint.md). The
+	// unmap goes before the sandbox, which refuses opening /proc files.
+	debug.FreeOSMemory()
+	if err := unmapSetupText(); err != nil {
+		m.log.Debug("executable pages stay mapped", "err", err)
+	}
 	if m.cfg.Seccomp {
 		if err := m.sandbox(); err != nil {
 			return res, err
