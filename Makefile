@@ -11,7 +11,7 @@ LAB_TIMEOUT ?= 25m
 # LAB_RUN=REGEX runs only the matching integration tests (go test -run syntax).
 LAB_RUN   ?= .
 # BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
-BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|ProfileBreakdown|Virtio|QEMUProfile|BringUp|Boot64
+BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|ProfileBreakdown|Virtio|QEMUProfile|BringUp|Boot64|Footprint
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 CROSS     ?= aarch64-linux-gnu-
 
@@ -152,8 +152,9 @@ endif
 # KVM_RUN loop, CPU_ON latency user vs kernel PSCI with its steps, Linux boot
 # to init for 1 and 8 vCPUs with mvm's memory overhead, --profile overhead,
 # mvm profile's overhead on a QEMU boot, guest-timed secondary bring-up at
-# 8-64 vCPUs in both PSCI modes). Each lab
-# benchmark reports ratios against a baseline measured in the same run.
+# 8-64 vCPUs in both PSCI modes, mvm's resident footprint after a 1-vCPU
+# 128 MiB boot, docs/footprint.md). Each lab benchmark reports ratios against
+# a baseline measured in the same run, or a median with its range.
 BENCHTIME ?= 2x
 LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
 $(OUT)/arm64/vmm.test: $(GO_SRC)
