@@ -4,8 +4,10 @@ package main
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // noHeapTHP makes the Go heap use small pages: it re-executes mvm, once,
@@ -19,8 +21,11 @@ import (
 // disablethp setting (https://go.dev/issue/64332) marks the heap
 // MADV_NOHUGEPAGE; it is read once at start and cannot be set by
 // //go:debug, hence the exec. Guest RAM is mvm's own mapping and keeps
-// huge pages. An explicit disablethp in GODEBUG is left as it is.
-func noHeapTHP() {
+// huge pages. An explicit disablethp in GODEBUG is left as it is. The
+// exec costs a few milliseconds (a second runtime start and package init),
+// so start, when this process began, goes along (startEnv) and the boot
+// phases still count from it.
+func noHeapTHP(start time.Time) {
 	godebug := os.Getenv("GODEBUG")
 	if strings.Contains(","+godebug, ",disablethp=") {
 		return
@@ -30,12 +35,12 @@ func noHeapTHP() {
 	}
 	env := os.Environ()
 	for i := 0; i < len(env); i++ {
-		if strings.HasPrefix(env[i], "GODEBUG=") {
+		if strings.HasPrefix(env[i], "GODEBUG=") || strings.HasPrefix(env[i], startEnv+"=") {
 			env = append(env[:i], env[i+1:]...)
 			i--
 		}
 	}
-	env = append(env, "GODEBUG="+godebug+"disablethp=1")
+	env = append(env, "GODEBUG="+godebug+"disablethp=1", startEnv+"="+strconv.FormatInt(start.UnixNano(), 10))
 	// /proc/self/exe is this very binary even if its path has changed.
 	syscall.Exec("/proc/self/exe", os.Args, env)
 }

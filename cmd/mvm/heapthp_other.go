@@ -2,5 +2,7 @@
 
 package main
 
+import "time"
+
 // noHeapTHP: transparent huge pages are Linux's (heapthp_linux.go).
-func noHeapTHP() {}
+func noHeapTHP(time.Time) {}

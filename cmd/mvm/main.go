@@ -29,8 +29,9 @@ func (e *exitError) Error() string { return e.msg }
 type usageError struct{ error }
 
 func main() {
-	noHeapTHP()
 	start := time.Now()
+	noHeapTHP(start)
+	start = startBeforeExec(start)
 	root := newRootCmd(start)
 	err := root.Execute()
 	if err == nil {
