@@ -96,8 +96,11 @@ type Counter struct {
 	hists *ebpf.Map
 	zero  *ebpf.Map
 	phase *ebpf.Map
-	// phaseMem is the phase map's value, mapped (nil without phases).
+	// phaseMem is the phase map's value, mapped (nil without phases);
+	// smcMem the SMC note map's values, one per vCPU.
 	phaseMem []byte
+	smc      *ebpf.Map
+	smcMem   []byte
 	progs    []*ebpf.Program
 	links    []link.Link
 	raw      bool
@@ -295,6 +298,17 @@ func (c *Counter) openPhases(env *progEnv) error {
 		return fmt.Errorf("map the BPF phase map: %w", err)
 	}
 	c.phaseWord(gVCPUs).Store(uint64(c.cfg.Layout.VCPUs))
+	if n := len(c.cfg.TIDs); n > 0 {
+		if c.smc, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_smc", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(n), Flags: unix.BPF_F_MMAPABLE}); err != nil {
+			return permErr("create the BPF SMC note map", err)
+		}
+		size := (8*n + os.Getpagesize() - 1) / os.Getpagesize() * os.Getpagesize()
+		if c.smcMem, err = unix.Mmap(c.smc.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+			c.smcMem = nil
+			return fmt.Errorf("map the BPF SMC note map: %w", err)
+		}
+		env.smcFD = c.smc.FD()
+	}
 	for i, tid := range c.cfg.TIDs {
 		if err := c.state.Put(uint32(tid), threadState{VCPU: uint64(i + 1)}); err != nil {
 			return fmt.Errorf("BPF thread map: %w", err)
@@ -319,6 +333,16 @@ func (c *Counter) MarkUserspace(at uint64) {
 	if c.phaseWord(gMark).CompareAndSwap(0, at) {
 		c.phaseWord(gUser).Store(at)
 	}
+}
+
+// NoteSMC tells the programs the SMCCC function ID of the SMC that vCPU
+// vcpu is handling now (the VMM serves it between that kvm_exit and the
+// next kvm_entry, which keys the exit with it). No system call.
+func (c *Counter) NoteSMC(vcpu int, fid uint32) {
+	if c == nil || c.smcMem == nil || vcpu < 0 || 8*vcpu+8 > len(c.smcMem) || vcpu >= len(c.cfg.TIDs) {
+		return
+	}
+	(*atomic.Uint64)(unsafe.Pointer(&c.smcMem[8*vcpu])).Store(uint64(fid) | 1<<32)
 }
 
 // bounds reads the phase boundaries.
@@ -716,15 +740,17 @@ func (c *Counter) Close() error {
 	for _, p := range c.progs {
 		errs = append(errs, p.Close())
 	}
-	if c.phaseMem != nil {
-		errs = append(errs, unix.Munmap(c.phaseMem))
-		c.phaseMem = nil
+	for _, mem := range [][]byte{c.phaseMem, c.smcMem} {
+		if mem != nil {
+			errs = append(errs, unix.Munmap(mem))
+		}
 	}
-	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero, c.phase} {
+	c.phaseMem, c.smcMem = nil, nil
+	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero, c.phase, c.smc} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	c.links, c.progs, c.rows, c.state, c.hists, c.zero, c.phase = nil, nil, nil, nil, nil, nil, nil
+	c.links, c.progs, c.rows, c.state, c.hists, c.zero, c.phase, c.smc = nil, nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

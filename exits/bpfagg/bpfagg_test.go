@@ -206,6 +206,13 @@ func TestProgramsAccount(t *testing.T) {
 	pc = 0x40_0000 // a user address
 	exit(0, 0)     // userspace from here
 	entry()
+	exit(2, 0x17) // an SMC the VMM handles and names
+	now += 10
+	agg.NoteSMC(tid, now, 0x8400_0000)
+	c.NoteSMC(1, 0x8400_0000)
+	entry()
+	exit(2, 0x17) // an SMC nobody names: unknown
+	entry()
 	exit(2, 0x18) // left pending: the thread's last exit
 	det(detailSysESR, tracepoint.DetailSysRegESR, esr, esr)
 	agg.Add(evs)

@@ -90,6 +90,7 @@ const (
 	offCode    = -248 // kvm_exit's code, sub-code and PC, across calls
 	offSub     = -256
 	offPC      = -264
+	offSMCKey  = -272 // the vCPU index, key of the SMC note map
 )
 
 // arg is where a program reads one value of its event: a raw tracepoint's
@@ -117,6 +118,10 @@ type progEnv struct {
 	phaseFD int
 	pc      arg
 	ram     []tracepoint.Region
+	// smcFD is the SMC note map (0: none): per vCPU, the SMCCC function
+	// ID | 1<<32 of the SMC the VMM is handling (KVM has no tracepoint
+	// for an SMC's X0).
+	smcFD int
 }
 
 // detailKind is one of the detail events the breakdown reads.
@@ -570,8 +575,54 @@ func (e *progEnv) entryProgram() asm.Instructions {
 		asm.Sub.Reg(asm.R2, asm.R1),
 		asm.StoreMem(asm.R10, offHandle, asm.R2, asm.DWord),
 	)
+	if e.smcFD != 0 {
+		insns = append(insns, e.smcNote()...)
+	}
 	insns = append(insns, e.account(true, "acc")...)
 	return append(insns, e.epilogue()...)
+}
+
+// smcNote keys a pending SMCCC-class exit no detail event named with the
+// note the VMM left for the thread's vCPU while handling it, and uses the
+// note up; the first CPU_ON starts the secondaries phase at its exit, as
+// the perf path's Aggregator.NoteSMC does (state in R7, phase map in R6).
+func (e *progEnv) smcNote() asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R7, sClass, asm.DWord),
+		asm.JNE.Imm(asm.R1, int32(tracepoint.ClassFunc), "nonote"),
+		asm.LoadMem(asm.R1, asm.R7, sDetail, asm.DWord),
+		asm.JNE.Imm(asm.R1, 0, "nonote"),
+		asm.LoadMem(asm.R1, asm.R7, sVCPU, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "nonote"),
+		asm.Sub.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R10, offSMCKey, asm.R1, asm.Word),
+	}
+	insns = append(insns, lookup(e.smcFD, offSMCKey)...)
+	insns = append(insns,
+		asm.JEq.Imm(asm.R0, 0, "nonote"),
+		asm.LoadMem(asm.R2, asm.R0, 0, asm.DWord),
+		asm.JEq.Imm(asm.R2, 0, "nonote"),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.LSh.Imm(asm.R2, 32),
+		asm.RSh.Imm(asm.R2, 32),
+		asm.LoadImm(asm.R3, int64(tracepoint.ClassFunc<<56), asm.DWord),
+		asm.Or.Reg(asm.R3, asm.R2),
+		asm.StoreMem(asm.R7, sDetail, asm.R3, asm.DWord),
+	)
+	if e.phases {
+		insns = append(insns,
+			asm.LoadImm(asm.R3, int64(psci.FnCPUOn), asm.DWord),
+			asm.JEq.Reg(asm.R2, asm.R3, "smccpuon"),
+			asm.LoadImm(asm.R3, int64(psci.FnCPUOn64), asm.DWord),
+			asm.JNE.Reg(asm.R2, asm.R3, "nonote"),
+			asm.LoadMem(asm.R1, asm.R6, gCPUOn, asm.DWord).WithSymbol("smccpuon"),
+			asm.JNE.Imm(asm.R1, 0, "nonote"),
+			asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
+			asm.StoreMem(asm.R6, gCPUOn, asm.R1, asm.DWord),
+		)
+	}
+	return append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("nonote"))
 }
 
 // noteEntry tracks the first entry and the secondaries' first entries

@@ -125,6 +125,11 @@ func (p *Profile) NoteSMC(fid uint32) {
 	if p != nil && p.trace != nil {
 		p.trace.Aggregator().NoteSMC(unix.Gettid(), MonotonicNS(), fid)
 	}
+	if p != nil && p.bpf != nil {
+		if v, ok := p.vcpuOf(unix.Gettid()); ok {
+			p.bpf.NoteSMC(v, fid)
+		}
+	}
 }
 
 // FirstUserExit is the CLOCK_MONOTONIC time of the first exit from a guest
