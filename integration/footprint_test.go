@@ -212,7 +212,7 @@ func footprintBoot(tb testing.TB, initrd string, settle time.Duration, extra ...
 
 // footprintBudget is mvm's RSS beyond resident guest RAM after a 1-vCPU
 // 128 MiB Linux boot that the test allows. The aim is 5 MiB
-// (Firecracker's bound); measured 6.3-7.0 MiB in the lab (docs/footprint.md),
+// (Firecracker's bound); measured 5.5-7.0 MiB in the lab (docs/footprint.md),
 // so 8 MiB catches either cut undone: the heap back on huge pages (+4 MiB)
 // or setup's text kept mapped (+3.5 MiB), or Prometheus' client back (+2).
 const footprintBudget = 8 << 20
