@@ -466,6 +466,8 @@ func TestBenchChecksVariantsBeforeBooting(t *testing.T) {
 		{[]string{"--kernel", k, "--profile-format", "xml"}, 2, "--profile-format"},
 		{[]string{"--kernel", k, "--profile-out", "p.txt"}, 2, "need --profile"},
 		{[]string{"--kernel", k, "--profile", "--profile-sources", "ebpf"}, 2, "--profile-sources"},
+		{[]string{"--kernel", k, "--profile", "--profile-via", "ebpf"}, 2, "--profile-via \"ebpf\": use auto, bpf or perf"},
+		{[]string{"--kernel", k, "--profile-via", "perf"}, 2, "need --profile"},
 		{[]string{"--kernel", k, "--variant", "B"}, 2, "no KEY=VALUE given"},
 	}
 	fakeChildren(t)
