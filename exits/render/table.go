@@ -274,6 +274,12 @@ func (r table) writeStats(w *errWriter) {
 		case exits.TotalVCPU:
 			title = "all vCPUs (sum)"
 		}
+		changed := slices.ContainsFunc(groups[v], func(s exits.StatRow) bool { return s.Delta != 0 })
+		if !changed {
+			// A header over no rows reads like a broken table.
+			fmt.Fprintf(w, "\nKVM stats of %s: none changed over the run.\n", title)
+			continue
+		}
 		fmt.Fprintf(w, "\nKVM stats of %s, change over the run (non-zero only):\n\n", title)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  Name\tType\tDelta\tValue\n")

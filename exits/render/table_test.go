@@ -79,3 +79,24 @@ func TestTableWriteError(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// A group of KVM stats none of which changed gets one line, not a header
+// over an empty table.
+func TestTableUnchangedStats(t *testing.T) {
+	rep := exitstest.Report()
+	rep.KVMStats = append(rep.KVMStats, exits.StatRow{VCPU: exits.VMVCPU, Name: "remote_tlb_flush", Type: "cumulative", Value: 7})
+	var buf bytes.Buffer
+	if err := render.Table(&buf, rep, render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "KVM stats of the VM: none changed over the run.") {
+		t.Errorf("no 'none changed' line for the VM's stats:\n%s", out)
+	}
+	if strings.Contains(out, "KVM stats of the VM, change over the run") || strings.Contains(out, "remote_tlb_flush") {
+		t.Errorf("header or unchanged row for the VM's stats:\n%s", out)
+	}
+	if !strings.Contains(out, "KVM stats of all vCPUs (sum), change over the run") {
+		t.Errorf("the vCPUs' changed stats lost their table:\n%s", out)
+	}
+}
