@@ -10,7 +10,7 @@
 #
 #   go run ./lab/testinitrd .cache/lab/busybox out/lab/initrd.gz
 #   make out/arm64/mvm
-#   /work/tools/labslot go run ./lab -out out/lab/boots64 -add out/arm64/mvm=/lab/mvm \
+#   go run ./lab -out out/lab/boots64 -add out/arm64/mvm=/lab/mvm \
 #     -add .cache/lab/vmlinuz=/lab/vmlinuz -add out/lab/initrd.gz=/lab/initrd.gz \
 #     -add lab/boots64.sh=/lab/boots64.sh -run 'sh /lab/boots64.sh 3 100 user: kernel:'
 #

@@ -3,7 +3,7 @@
 # tracepoints on, and leave each run's trace and console in $LAB_OUT, for
 # lab/wakeups.py (docs/boot-phases.md, "Where serviced->woken goes"):
 #
-#   /work/tools/labslot go run ./lab -out out/lab/cpuon-trace -add out/arm64/mvm=/lab/mvm \
+#   go run ./lab -out out/lab/cpuon-trace -add out/arm64/mvm=/lab/mvm \
 #     -add out/guest/cpuon.bin=/lab/cpuon.bin -add lab/cpuon-trace.sh=/lab/cpuon-trace.sh \
 #     -run 'sh /lab/cpuon-trace.sh'
 #   python3 lab/wakeups.py out/lab/cpuon-trace/trace-*.txt
