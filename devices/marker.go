@@ -13,9 +13,16 @@ type Marker struct {
 	now    func() time.Time
 	notify func(code byte, at time.Time)
 
-	mu    sync.Mutex
-	marks []Mark
+	mu      sync.Mutex
+	marks   []Mark
+	dropped uint64
 }
+
+// MaxMarks bounds the marks a Marker keeps: a guest that writes the
+// marker in a loop must not grow mvm's memory without end. The boot
+// phases need only the first writes of each code; later ones are counted
+// (Dropped).
+const MaxMarks = 1024
 
 // Mark is one boot-marker write.
 type Mark struct {
@@ -53,14 +60,25 @@ func (m *Marker) Write(off uint64, data []byte) {
 	}
 	at := m.now()
 	m.mu.Lock()
-	m.marks = append(m.marks, Mark{Code: data[0], At: at})
+	if len(m.marks) < MaxMarks {
+		m.marks = append(m.marks, Mark{Code: data[0], At: at})
+	} else {
+		m.dropped++
+	}
 	m.mu.Unlock()
 	if m.notify != nil {
 		m.notify(data[0], at)
 	}
 }
 
-// Marks returns a copy of the marks so far, in order.
+// Dropped returns how many marks were not kept (past MaxMarks).
+func (m *Marker) Dropped() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dropped
+}
+
+// Marks returns a copy of the first MaxMarks marks so far, in order.
 func (m *Marker) Marks() []Mark {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -70,6 +88,6 @@ func (m *Marker) Marks() []Mark {
 // Reset forgets all marks (guest reboot).
 func (m *Marker) Reset() {
 	m.mu.Lock()
-	m.marks = nil
+	m.marks, m.dropped = nil, 0
 	m.mu.Unlock()
 }

@@ -120,7 +120,7 @@ func TestMarkerConcurrentWrites(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[byte]int{}
 	m := NewMarker(func(code byte, at time.Time) { mu.Lock(); seen[code]++; mu.Unlock() })
-	const writers, each = 8, 200
+	const writers, each = 8, 100 // 800 marks, under MaxMarks
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
@@ -143,5 +143,33 @@ func TestMarkerConcurrentWrites(t *testing.T) {
 		if counts[byte(w)] != each || seen[byte(w)] != each {
 			t.Errorf("code %d: %d recorded, %d notified, want %d", w, counts[byte(w)], seen[byte(w)], each)
 		}
+	}
+}
+
+// A guest writing the marker in a loop: the first MaxMarks marks are
+// kept, in order, the rest counted, and every write is still notified.
+func TestMarkerBounded(t *testing.T) {
+	notified := 0
+	m := NewMarker(func(byte, time.Time) { notified++ })
+	const writes = MaxMarks + 500
+	for i := 0; i < writes; i++ {
+		m.Write(0, []byte{byte(i)})
+	}
+	marks := m.Marks()
+	if len(marks) != MaxMarks {
+		t.Fatalf("%d marks kept, want %d", len(marks), MaxMarks)
+	}
+	if marks[MaxMarks-1].Code != byte((MaxMarks-1)%256) {
+		t.Errorf("last kept mark has code %d, want %d (the first writes are kept)", marks[MaxMarks-1].Code, byte((MaxMarks-1)%256))
+	}
+	if d := m.Dropped(); d != 500 {
+		t.Errorf("Dropped %d, want 500", d)
+	}
+	if notified != writes {
+		t.Errorf("%d notifications, want %d", notified, writes)
+	}
+	m.Reset()
+	if m.Dropped() != 0 || len(m.Marks()) != 0 {
+		t.Errorf("after Reset: %d marks, %d dropped", len(m.Marks()), m.Dropped())
 	}
 }

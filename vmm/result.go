@@ -101,13 +101,15 @@ type Timeline struct {
 	// it then first entered the guest; both zero if it never came up.
 	CPUs []CPUTimeline
 	// UserspaceMark is the first write of code 0x41 (or Firecracker's 123)
-	// to the boot-marker device; Marks has every marker write.
+	// to the boot-marker device; Marks has the first devices.MaxMarks
+	// marker writes and MarksDropped counts the rest.
 	UserspaceMark time.Time
 	// UserspaceFrom says where UserspaceMark came from: the marker
 	// (precise) or, without one, the first exit from a guest user address
 	// seen by the tracepoint profile (a late edge).
 	UserspaceFrom string
 	Marks         []devices.Mark
+	MarksDropped  uint64
 	// ConsoleMarks holds, per console marker name, when a console line
 	// first matched it (ConsoleMarkSMP is built in).
 	ConsoleMarks map[string]time.Time

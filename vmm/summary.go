@@ -27,6 +27,7 @@ type Summary struct {
 	WokenNS      []int64          `json:"woken_ns,omitempty"`
 	ResetNS      []int64          `json:"reset_ns,omitempty"`
 	MarksNS      []MarkSummary    `json:"marks"`
+	MarksDropped uint64           `json:"marks_dropped,omitempty"` // writes past devices.MaxMarks
 	ConsoleNS    map[string]int64 `json:"console_marks_ns"`
 	Memory       MemorySummary    `json:"memory"`
 	Unmapped     uint64           `json:"unmapped_accesses"`
@@ -135,6 +136,7 @@ func (r Result) Summary() Summary {
 		s.WokenNS = append(s.WokenNS, off(c.Woken))
 		s.ResetNS = append(s.ResetNS, off(c.Reset))
 	}
+	s.MarksDropped = t.MarksDropped
 	for _, m := range t.Marks {
 		s.MarksNS = append(s.MarksNS, MarkSummary{m.Code, off(m.At)})
 	}

@@ -508,6 +508,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res.Timeline.CPUs = append([]CPUTimeline(nil), m.timeline.CPUs...)
 	m.mu.Unlock()
 	res.Timeline.Marks = m.marker.Marks()
+	res.Timeline.MarksDropped = m.marker.Dropped()
 	res.Timeline.ConsoleMarks = m.watcher.marks()
 	res.Timeline.Start = m.cfg.Start
 	res.UnmappedAccesses = m.unmappedCount.Load()
