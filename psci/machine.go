@@ -375,8 +375,11 @@ func (m *Machine) cpuOff(caller int) Result {
 	return Result{X0: InternalFailure.X0(), Action: ActionCPUOff}
 }
 
-// cpuOn implements CPU_ON (DEN0022D.b §5.6). Checks run in the order of
-// Trusted Firmware-A and KVM: target, then entry point, then target state.
+// cpuOn implements CPU_ON (DEN0022D.b §5.6). Checks run in Trusted
+// Firmware-A's order: target, then entry point, then target state. KVM's
+// in-kernel PSCI (kvm_psci_vcpu_on) checks the target and its state but
+// never the entry point, so there a bad entry point gets ALREADY_ON or
+// starts the vCPU where mvm answers INVALID_ADDRESS.
 // The lock is held, so of many racing calls for one OFF target exactly one
 // sees OFF and succeeds.
 func (m *Machine) cpuOn(target, entry, ctx uint64, entryOK bool) Result {
