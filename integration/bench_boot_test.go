@@ -107,22 +107,32 @@ func BenchmarkLinuxBoot(b *testing.B) {
 func BenchmarkProfileOverhead(b *testing.B) {
 	out := filepath.Join(b.TempDir(), "profile.json")
 	prof := []string{"--profile", "--profile-format", "json", "--profile-out", out}
-	variants := []struct {
-		name string
-		args []string
-	}{
-		{"bpf", append([]string{"--profile-via", "bpf"}, prof...)},
-		{"perf", append([]string{"--profile-via", "perf"}, prof...)},
-		{"profile-no-trace", append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
-	}
+	interleaved(b, func(args ...string) float64 { return float64(bootLinux(b, 8, "512M", args...).PhasesNS["total"]) },
+		benchVariant{"bpf", append([]string{"--profile-via", "bpf"}, prof...)},
+		benchVariant{"perf", append([]string{"--profile-via", "perf"}, prof...)},
+		benchVariant{"profile-no-trace", append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
+	)
+}
+
+// benchVariant is one way of booting compared with the plain boot.
+type benchVariant struct {
+	name string
+	args []string
+}
+
+// interleaved boots plain, then once per variant, in each of b.N rounds
+// (so the lab's drift hits all alike), and reports each variant's ratio
+// of medians against the plain boots, with the min..max of the per-round
+// ratios. boot returns one boot's time in ns.
+func interleaved(b *testing.B, boot func(args ...string) float64, variants ...benchVariant) {
 	var plain []float64
 	times := make([][]float64, len(variants))
 	ratios := make([][]float64, len(variants))
 	for i := 0; i < b.N; i++ {
-		p := float64(bootLinux(b, 8, "512M").PhasesNS["total"])
+		p := boot()
 		plain = append(plain, p)
 		for j, v := range variants {
-			d := float64(bootLinux(b, 8, "512M", v.args...).PhasesNS["total"])
+			d := boot(v.args...)
 			times[j] = append(times[j], d)
 			ratios[j] = append(ratios[j], d/p)
 		}

@@ -4,7 +4,6 @@ package integration
 
 import (
 	"os/exec"
-	"slices"
 	"testing"
 	"time"
 )
@@ -43,31 +42,10 @@ func qemuArgsB(b *testing.B) []string {
 // Ratios of medians against the plain boots of the same run, with the
 // min..max of the per-round ratios.
 func BenchmarkQEMUProfile(b *testing.B) {
-	variants := []struct {
-		name string
-		args []string
-	}{
-		{"bpf", []string{"--tracepoint-via", "bpf"}},
-		{"perf", []string{"--tracepoint-via", "perf"}},
-		{"stats", []string{"--sources", "kvm_stats"}},
-	}
-	var plain []float64
-	times := make([][]float64, len(variants))
-	ratios := make([][]float64, len(variants))
-	for i := 0; i < b.N; i++ {
-		p := qemuBoot(b)
-		plain = append(plain, p)
-		for j, v := range variants {
-			d := qemuBoot(b, append(v.args, "--format", "json", "--out", "/dev/null")...)
-			times[j] = append(times[j], d)
-			ratios[j] = append(ratios[j], d/p)
-		}
-	}
-	b.ReportMetric(median(plain)/1e6, "plain-ms")
-	for j, v := range variants {
-		b.ReportMetric(median(times[j])/median(plain), v.name+"/plain")
-		b.ReportMetric(slices.Min(ratios[j]), v.name+"/plain-min")
-		b.ReportMetric(slices.Max(ratios[j]), v.name+"/plain-max")
-	}
-	b.ReportMetric(0, "ns/op")
+	out := []string{"--format", "json", "--out", "/dev/null"}
+	interleaved(b, func(args ...string) float64 { return qemuBoot(b, args...) },
+		benchVariant{"bpf", append([]string{"--tracepoint-via", "bpf"}, out...)},
+		benchVariant{"perf", append([]string{"--tracepoint-via", "perf"}, out...)},
+		benchVariant{"stats", append([]string{"--sources", "kvm_stats"}, out...)},
+	)
 }
