@@ -77,7 +77,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.perVCPU, "per-vcpu", false, "profile tables per vCPU as well as the total")
 	fl.StringSliceVar(&f.profileSources, "profile-sources", nil, "limit --profile to these sources: userspace, kvm_stats, tracepoint (default: all the host allows; tracepoints cost the most)")
 	fl.BoolVar(&f.profilePlain, "profile-plain", false, "keep the tracepoint profile to perf kvm stat's reasons: no breakdown (system register, device, PSCI function, WFI/WFE), percentiles, boot phases or guest code (to measure what they cost)")
-	fl.StringVar(&f.profileVia, "profile-via", "auto", "how --profile reads the kvm tracepoints: auto (BPF programs counting in the kernel where the host allows them, else perf ring buffers; the report's Sources say which and why), bpf, or perf (needed for boot phases and guest code; costs more)")
+	fl.StringVar(&f.profileVia, "profile-via", "auto", "how --profile reads the kvm tracepoints: auto (BPF programs counting in the kernel where the host allows them, else perf ring buffers; the report's Sources say which and why), bpf, or perf (costs more; auto takes it for --guest-symbols, which needs every exit's guest PC)")
 	fl.StringVar(&f.guestSymbols, "guest-symbols", "", "guest kernel symbols (System.map, a /proc/kallsyms dump or a vmlinux ELF): the profile names the guest functions the exits came from")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while the VM runs")
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk PATH[,ro] on a raw image (repeatable: /dev/vda, /dev/vdb, ... in order); ro refuses guest writes")
