@@ -40,7 +40,9 @@ func readSummary(t *testing.T, path string) vmm.Summary {
 // and misaligned, and the caller as target. mvm answers each as the
 // payload expects, logs at most 16 addresses and 16 function IDs (and one
 // line each saying it stops), counts every access and every call it
-// answered NOT_SUPPORTED, and the guest powers off (exit 0).
+// answered NOT_SUPPORTED, counts the four CPU_ONs it refused for their
+// arguments by result (logging the first of each), and the guest powers
+// off (exit 0).
 func TestHostileGuest(t *testing.T) {
 	res := filepath.Join(t.TempDir(), "result.json")
 	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "hostile.bin"), "--cpus", "2", "--memory", "64M", "--result-json", res)
@@ -68,6 +70,14 @@ func TestHostileGuest(t *testing.T) {
 	if s.UnknownSMCCC != 2*20 {
 		t.Errorf("unknown_smccc_calls %d, want %d", s.UnknownSMCCC, 2*20)
 	}
+	// CPU_ON to a nonexistent MPIDR: INVALID_PARAMETERS; entry points
+	// below RAM, beyond it and misaligned: INVALID_ADDRESS. The one on
+	// the caller itself (ALREADY_ON) is a valid call.
+	wantRejected := []vmm.PSCIRejection{{Function: "CPU_ON", Result: "INVALID_ADDRESS", Count: 3},
+		{Function: "CPU_ON", Result: "INVALID_PARAMETERS", Count: 1}}
+	if s.PSCIRejectedCalls != 4 || !slices.Equal(s.PSCIRejected, wantRejected) {
+		t.Errorf("psci_rejected_calls %d, psci_rejected %+v; want 4, %+v", s.PSCIRejectedCalls, s.PSCIRejected, wantRejected)
+	}
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	count := func(s string) (n int) {
 		for _, l := range lines {
@@ -86,8 +96,19 @@ func TestHostileGuest(t *testing.T) {
 	if n := count("further ones are counted"); n != 2 {
 		t.Errorf("%d 'further ones' lines, want 2 (addresses, function IDs)", n)
 	}
-	if len(lines) != 16+16+2 || strings.Contains(r.stderr, "panic") {
-		t.Errorf("stderr has %d lines, want 34:\n%s", len(lines), r.stderr)
+	for _, res := range []string{"INVALID_ADDRESS", "INVALID_PARAMETERS"} {
+		n := 0
+		for _, l := range lines {
+			if strings.Contains(l, "PSCI call with invalid arguments") && strings.Contains(l, "function=CPU_ON result="+res+" ") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d CPU_ON %s lines logged, want 1", n, res)
+		}
+	}
+	if len(lines) != 16+16+2+2 || strings.Contains(r.stderr, "panic") {
+		t.Errorf("stderr has %d lines, want 36:\n%s", len(lines), r.stderr)
 	}
 }
 
@@ -291,7 +312,9 @@ func runStorm(t *testing.T, cpus int, mode string) stormRun {
 // allows for that call, exactly so where the spec leaves no choice;
 // successful CPU_ONs equal starts (no start lost or doubled); no CPU_OFF
 // returns; mvm counts every unknown call it answered and logs 16 function
-// IDs plus one line, however many vCPUs race to be logged; its fds do not
+// IDs plus one line, however many vCPUs race to be logged, and counts every
+// call it refused for its arguments, logging one line per function and
+// result; its fds do not
 // grow over the storm, nor its threads beyond the Go runtime's own.
 func TestPSCIStorm(t *testing.T) {
 	for _, c := range []struct {
@@ -380,27 +403,42 @@ func TestPSCIStorm(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 			if c.mode == "kernel" {
 				// KVM answers every call; mvm sees none of them.
-				if s.UnknownSMCCC != 0 || r.stderr != "" {
-					t.Errorf("unknown_smccc_calls %d (want 0), stderr:\n%s", s.UnknownSMCCC, r.stderr)
+				if s.UnknownSMCCC != 0 || s.PSCIRejectedCalls != 0 || r.stderr != "" {
+					t.Errorf("unknown_smccc_calls %d, psci_rejected_calls %d (want 0, 0), stderr:\n%s", s.UnknownSMCCC, s.PSCIRejectedCalls, r.stderr)
 				}
 			} else {
 				if s.UnknownSMCCC != uint64(2*n) {
 					t.Errorf("unknown_smccc_calls %d, want %d (an HVC and an SMC per vCPU and round)", s.UnknownSMCCC, 2*n)
 				}
-				logged, further := 0, 0
+				// The guest's own counts of the refusals it saw, by
+				// mvm's keys: AFFINITY_INFO and CPU_ON of the MPIDR
+				// no vCPU has, CPU_ON with bad entry points; plus
+				// the boot vCPU's one AFFINITY_INFO that finds the
+				// end of the vCPUs (how it counts them).
+				wantRejected := []vmm.PSCIRejection{
+					{Function: "AFFINITY_INFO", Result: "INVALID_PARAMETERS", Count: uint64(r.results["affinity_nocpu"][psciInvalidParams] + 1)},
+					{Function: "CPU_ON", Result: "INVALID_ADDRESS", Count: uint64(r.results["cpu_on_outside"][psciInvalidAddr] + r.results["cpu_on_misaligned"][psciInvalidAddr])},
+					{Function: "CPU_ON", Result: "INVALID_PARAMETERS", Count: uint64(r.results["cpu_on_nocpu"][psciInvalidParams])},
+				}
+				if s.PSCIRejectedCalls != uint64(4*n+1) || !slices.Equal(s.PSCIRejected, wantRejected) {
+					t.Errorf("psci_rejected_calls %d, psci_rejected %+v; want %d, %+v", s.PSCIRejectedCalls, s.PSCIRejected, 4*n+1, wantRejected)
+				}
+				logged, further, rejected := 0, 0, 0
 				for _, l := range lines {
 					switch {
 					case strings.Contains(l, "guest made an SMCCC call mvm does not implement"):
 						logged++
 					case strings.Contains(l, "further ones are counted"):
 						further++
+					case strings.Contains(l, "guest made a PSCI call with invalid arguments"):
+						rejected++
 					default:
 						t.Errorf("unexpected stderr line: %s", l)
 					}
 				}
 				// 20 distinct IDs race to be logged.
-				if logged != 16 || further != 1 {
-					t.Errorf("%d function IDs and %d 'further ones' lines logged, want 16 and 1", logged, further)
+				if logged != 16 || further != 1 || rejected != 3 {
+					t.Errorf("%d function IDs, %d 'further ones' and %d refused-call lines logged, want 16, 1 and 3", logged, further, rejected)
 				}
 			}
 			// Threads and fds: a leak per CPU_ON/CPU_OFF cycle would

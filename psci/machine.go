@@ -95,6 +95,28 @@ type Result struct {
 	Cookie    uint64
 }
 
+// Rejected reports whether the call was refused for its arguments, and
+// with which code: INVALID_PARAMETERS (a target that matches no vCPU,
+// reserved bits set, an affinity level above 3) or INVALID_ADDRESS (an
+// entry point [Config.ValidEntry] refuses). A well-behaved guest never
+// sees either, so a VMM counts them as guest misbehaviour. NOT_SUPPORTED
+// (an unimplemented function) and the answers a race can give (ALREADY_ON,
+// ON_PENDING) are not rejections. No successful result has these X0
+// values: AFFINITY_INFO returns 0..2, the others 0 or small positive
+// numbers (DEN0022D.b chapter 5).
+func (r Result) Rejected() (Status, bool) {
+	if r.Action != ActionNone {
+		return 0, false
+	}
+	switch r.X0 {
+	case InvalidParameters.X0():
+		return InvalidParameters, true
+	case InvalidAddress.X0():
+		return InvalidAddress, true
+	}
+	return 0, false
+}
+
 // Config describes the vCPUs a Machine manages.
 type Config struct {
 	// MPIDRs holds each vCPU's MPIDR_EL1, index = vCPU id. Only the

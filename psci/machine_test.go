@@ -742,3 +742,43 @@ func TestActionString(t *testing.T) {
 		}
 	}
 }
+
+func TestRejected(t *testing.T) {
+	m := newMachine(t, 3, func(c *Config) { c.ValidEntry = func(a uint64) bool { return a%4 == 0 && inRAM(a) } })
+	none := Status(1) // stands for "not rejected"
+	for _, c := range []struct {
+		what       string
+		fid        uint32
+		x1, x2, x3 uint64
+		want       Status
+	}{
+		{"CPU_ON to no vCPU", FnCPUOn64, 0xFF_0000_0000, entryOK, 0, InvalidParameters},
+		{"CPU_ON, entry below RAM", FnCPUOn64, aff(1), entryNo, 0, InvalidAddress},
+		{"CPU_ON, entry misaligned", FnCPUOn64, aff(1), entryOK + 2, 0, InvalidAddress},
+		{"CPU_ON, no vCPU and bad entry", FnCPUOn, 0xFF_FFFF, entryNo, 0, InvalidParameters},
+		{"CPU_ON to the caller", FnCPUOn64, aff(0), entryOK, 0, none},
+		{"CPU_ON that starts vCPU 1", FnCPUOn64, aff(1), entryOK, 7, none},
+		{"CPU_ON racing for vCPU 1", FnCPUOn64, aff(1), entryOK, 7, none},
+		{"AFFINITY_INFO of no vCPU", FnAffinityInfo64, 0x7F, 0, 0, InvalidParameters},
+		{"AFFINITY_INFO at level 4", FnAffinityInfo64, aff(1), 4, 0, InvalidParameters},
+		{"AFFINITY_INFO of an OFF vCPU", FnAffinityInfo64, aff(2), 0, 0, none},
+		{"CPU_SUSPEND, reserved bits", FnCPUSuspend, 1 << 31, 0, 0, InvalidParameters},
+		{"CPU_SUSPEND powerdown, bad entry", FnCPUSuspend64, 1 << 16, entryNo, 0, InvalidAddress},
+		{"CPU_SUSPEND standby", FnCPUSuspend, 0, 0, 0, none},
+		{"SYSTEM_RESET2, reserved type", FnSystemReset2, 1, 0, 0, InvalidParameters},
+		{"SYSTEM_RESET2, warm", FnSystemReset2, 0, 0, 0, none},
+		{"PSCI_VERSION", FnPSCIVersion, 0, 0, 0, none},
+		{"PSCI_FEATURES of an unknown ID", FnPSCIFeatures, 0x8400_001F, 0, 0, none},
+		{"unknown function", 0x8400_001F, 0, 0, 0, none},
+		{"MIGRATE_INFO_TYPE", FnMigrateInfoType, 0, 0, 0, none},
+	} {
+		r := call(t, m, 0, c.fid, c.x1, c.x2, c.x3)
+		s, ok := r.Rejected()
+		switch {
+		case c.want == none && ok:
+			t.Errorf("%s: Rejected() = %v, true (X0 %#x); want not rejected", c.what, s, r.X0)
+		case c.want != none && (!ok || s != c.want):
+			t.Errorf("%s: Rejected() = %v, %v (X0 %#x); want %v, true", c.what, s, ok, r.X0, c.want)
+		}
+	}
+}

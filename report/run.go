@@ -205,6 +205,9 @@ func newRunView(s *vmm.Summary, source string) runView {
 	if s.Unmapped > 0 {
 		v.Outcome = append(v.Outcome, fact{"unmapped accesses", count(s.Unmapped)})
 	}
+	if s.PSCIRejectedCalls > 0 {
+		v.Outcome = append(v.Outcome, fact{"PSCI calls refused for their arguments", count(s.PSCIRejectedCalls)})
+	}
 	v.Phases = newPhaseChart(s)
 	v.VCPUs = newVCPUChart(s)
 	v.Heat = newHeatChart(s.ExitHeat)

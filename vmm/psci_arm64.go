@@ -67,6 +67,9 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 			m.log.Error("CPU_ON: target already has a pending start", "target", r.Target)
 		}
 	}
+	if s, ok := r.Rejected(); ok {
+		m.rejectedPSCI(v, fid, s, x[1], x[2])
+	}
 	if r.X0 == psci.NotSupported.X0() && fid != psci.FnPSCIFeatures {
 		// A function mvm does not implement (PSCI_FEATURES answers
 		// NOT_SUPPORTED about others as a matter of course).
@@ -111,6 +114,17 @@ func (m *VM) notSupported(v *vcpu.VCPU, fid uint32) {
 		if filled {
 			m.log.Warn("guest made many unknown SMCCC calls: further ones are counted (unknown_smccc_calls), not logged", "logged", maxLoggedKeys)
 		}
+	}
+}
+
+// rejectedPSCI counts a PSCI call refused for its arguments (a CPU_ON to
+// an MPIDR no vCPU has, an entry point outside RAM, ...) and logs the
+// first of each function and result. The keys are few (psciRejects), so
+// unlike unknown function IDs they need no cap.
+func (m *VM) rejectedPSCI(v *vcpu.VCPU, fid uint32, s psci.Status, x1, x2 uint64) {
+	if m.psciRejected.add(fid, s) {
+		m.log.Warn("guest made a PSCI call with invalid arguments; answered as the spec says (logged once per function and result, counted in psci_rejected)",
+			"vcpu", v.ID, "function", psci.Name(fid), "result", s.String(), "x1", fmt.Sprintf("%#x", x1), "x2", fmt.Sprintf("%#x", x2))
 	}
 }
 

@@ -30,6 +30,10 @@ type Result struct {
 	// UnknownSMCCCCalls counts forwarded SMCCC calls mvm does not
 	// implement (answered NOT_SUPPORTED).
 	UnknownSMCCCCalls uint64
+	// PSCIRejected counts the PSCI calls mvm refused for their arguments,
+	// by function and result (PSCI in userspace only; KVM's own PSCI
+	// answers are not seen).
+	PSCIRejected []PSCIRejection
 	// VirtioProblems counts driver errors the virtio devices saw (each
 	// kind logged once).
 	VirtioProblems uint64

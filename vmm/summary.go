@@ -33,6 +33,9 @@ type Summary struct {
 	Unmapped     uint64           `json:"unmapped_accesses"`
 	UnknownSMCCC uint64           `json:"unknown_smccc_calls"`
 	Virtio       uint64           `json:"virtio_problems"`
+	// PSCIRejectedCalls is the sum of PSCIRejected's counts.
+	PSCIRejectedCalls uint64          `json:"psci_rejected_calls"`
+	PSCIRejected      []PSCIRejection `json:"psci_rejected,omitempty"`
 	// UserspaceFrom says how kernel_to_user's end was found: "marker" or
 	// "first_user_exit" (docs/boot-phases.md).
 	UserspaceFrom string `json:"userspace_from,omitempty"`
@@ -110,8 +113,11 @@ func (r Result) Summary() Summary {
 		Unmapped:     r.UnmappedAccesses,
 		UnknownSMCCC: r.UnknownSMCCCCalls,
 		Virtio:       r.VirtioProblems,
-		Profile:      r.Profile,
-		ExitHeat:     r.ExitHeat,
+
+		PSCIRejectedCalls: totalRejected(r.PSCIRejected),
+		PSCIRejected:      r.PSCIRejected,
+		Profile:           r.Profile,
+		ExitHeat:          r.ExitHeat,
 
 		UserspaceFrom: t.UserspaceFrom,
 	}

@@ -57,6 +57,7 @@ type VM struct {
 	unmappedCount atomic.Uint64
 	unknownHVC    *logOnce // SMCCC function IDs logged
 	unknownCount  atomic.Uint64
+	psciRejected  *psciRejects // PSCI calls refused for their arguments
 
 	events chan endEvent // first guest-initiated end of the run
 
@@ -92,7 +93,8 @@ func New(cfg Config) (*VM, error) {
 		cfg.Start = time.Now()
 	}
 	m := &VM{cfg: cfg, log: cfg.Logger, events: make(chan endEvent, 1),
-		unmappedSeen: newLogOnce(maxLoggedKeys), unknownHVC: newLogOnce(maxLoggedKeys)}
+		unmappedSeen: newLogOnce(maxLoggedKeys), unknownHVC: newLogOnce(maxLoggedKeys),
+		psciRejected: newPSCIRejects()}
 	// Every vCPU thread sits in KVM_RUN holding a P while its guest runs;
 	// with fewer Ps than vCPUs a goroutine woken for a CPU_ON or a device
 	// waits for the runtime to retake one (up to milliseconds). Enough Ps
@@ -511,12 +513,17 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res.Timeline.MarksDropped = m.marker.Dropped()
 	res.Timeline.ConsoleMarks = m.watcher.marks()
 	res.Timeline.Start = m.cfg.Start
-	res.UnmappedAccesses = m.unmappedCount.Load()
-	res.UnknownSMCCCCalls = m.unknownCount.Load()
-	res.VirtioProblems = m.virtioProblems()
+	g := m.guestProblems()
+	res.UnmappedAccesses, res.UnknownSMCCCCalls, res.PSCIRejected, res.VirtioProblems = g.unmapped, g.unknownSMCCC, g.psciRejected, g.virtio
 	res.ExitHeat = m.heat.result()
 	res.Config, res.Host = m.cfg.RunConfig(), CurrentHost()
 	return res, nil
+}
+
+// guestProblems reads the guest-misbehaviour counters now.
+func (m *VM) guestProblems() guestProblems {
+	return guestProblems{unmapped: m.unmappedCount.Load(), unknownSMCCC: m.unknownCount.Load(),
+		virtio: m.virtioProblems(), psciRejected: m.psciRejected.counts()}
 }
 
 // boot runs the vCPUs once, from power-on to the first end event.
