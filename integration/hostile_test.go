@@ -314,7 +314,7 @@ func runStorm(t *testing.T, cpus int, mode string) stormRun {
 // returns; mvm counts every unknown call it answered and logs 16 function
 // IDs plus one line, however many vCPUs race to be logged, and counts every
 // call it refused for its arguments, logging one line per function and
-// result; its fds do not
+// result (AFFINITY_INFO's at info); its fds do not
 // grow over the storm, nor its threads beyond the Go runtime's own.
 func TestPSCIStorm(t *testing.T) {
 	for _, c := range []struct {
@@ -437,8 +437,10 @@ func TestPSCIStorm(t *testing.T) {
 					}
 				}
 				// 20 distinct IDs race to be logged.
-				if logged != 16 || further != 1 || rejected != 3 {
-					t.Errorf("%d function IDs, %d 'further ones' and %d refused-call lines logged, want 16, 1 and 3", logged, further, rejected)
+				// CPU_ON's two results at warn; AFFINITY_INFO's
+				// (the vCPU count's idiom) at info, not shown.
+				if logged != 16 || further != 1 || rejected != 2 {
+					t.Errorf("%d function IDs, %d 'further ones' and %d refused-call lines logged, want 16, 1 and 2", logged, further, rejected)
 				}
 			}
 			// Threads and fds: a leak per CPU_ON/CPU_OFF cycle would

@@ -3,7 +3,9 @@
 package vmm
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/mvm-dev/mvm/exits/userspace"
@@ -120,12 +122,20 @@ func (m *VM) notSupported(v *vcpu.VCPU, fid uint32) {
 // rejectedPSCI counts a PSCI call refused for its arguments (a CPU_ON to
 // an MPIDR no vCPU has, an entry point outside RAM, ...) and logs the
 // first of each function and result. The keys are few (psciRejects), so
-// unlike unknown function IDs they need no cap.
+// unlike unknown function IDs they need no cap. AFFINITY_INFO of an MPIDR
+// no vCPU has is how a guest may count its vCPUs (kvm-unit-tests' and
+// mvm's own payloads do: the first INVALID_PARAMETERS ends the count), so
+// that one is logged at info, not warn.
 func (m *VM) rejectedPSCI(v *vcpu.VCPU, fid uint32, s psci.Status, x1, x2 uint64) {
-	if m.psciRejected.add(fid, s) {
-		m.log.Warn("guest made a PSCI call with invalid arguments; answered as the spec says (logged once per function and result, counted in psci_rejected)",
-			"vcpu", v.ID, "function", psci.Name(fid), "result", s.String(), "x1", fmt.Sprintf("%#x", x1), "x2", fmt.Sprintf("%#x", x2))
+	if !m.psciRejected.add(fid, s) {
+		return
 	}
+	level := slog.LevelWarn
+	if fid == psci.FnAffinityInfo || fid == psci.FnAffinityInfo64 {
+		level = slog.LevelInfo
+	}
+	m.log.Log(context.Background(), level, "guest made a PSCI call with invalid arguments; answered as the spec says (logged once per function and result, counted in psci_rejected)",
+		"vcpu", v.ID, "function", psci.Name(fid), "result", s.String(), "x1", fmt.Sprintf("%#x", x1), "x2", fmt.Sprintf("%#x", x2))
 }
 
 // validEntry is whether a CPU_ON or CPU_SUSPEND entry point can be: inside
