@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,6 +58,9 @@ func TestSignalStopsSpinningGuest(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			time.Sleep(200 * time.Millisecond)
+			if c.sig == syscall.SIGTERM {
+				checkStateDump(t, cmd, &errb)
+			}
 			sent := time.Now()
 			cmd.Process.Signal(c.sig)
 			done := make(chan error, 1)
@@ -75,6 +80,33 @@ func TestSignalStopsSpinningGuest(t *testing.T) {
 				t.Errorf("exit status %d, want %d (stderr %q)", got, c.code, errb.String())
 			}
 		})
+	}
+}
+
+// checkStateDump: kill -USR1 makes mvm print each vCPU's state and lets the
+// guest run on. spin.bin spins on vCPU 0 in its first page of RAM at EL1
+// and never starts vCPU 1, which stays parked (PSCI OFF with PSCI in mvm).
+func checkStateDump(t *testing.T, cmd *exec.Cmd, errb *bytes.Buffer) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGUSR1)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(errb.String(), "vCPU 1:") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	dump := errb.String()
+	t.Logf("state dump:\n%s", dump)
+	v0 := regexp.MustCompile(`vCPU 0: running, PSCI ON, \d+ exits, last exit \S+ ago, pc (0x[0-9a-f]+), EL1h`).FindStringSubmatch(dump)
+	if v0 == nil {
+		t.Fatalf("no running line with a PC for vCPU 0 in the dump")
+	}
+	if pc, _ := strconv.ParseUint(v0[1], 0, 64); pc < 0x40000000 || pc >= 0x40001000 {
+		t.Errorf("vCPU 0 at pc %#x, want spin.bin's loop in the first page of RAM (0x40000000)", pc)
+	}
+	if !regexp.MustCompile(`vCPU 1: (created|off), PSCI OFF, 0 exits, parked`).MatchString(dump) {
+		t.Errorf("vCPU 1 is not reported parked and off")
+	}
+	if cmd.ProcessState != nil {
+		t.Fatalf("mvm exited after SIGUSR1")
 	}
 }
 

@@ -232,7 +232,7 @@ type runningMVM struct {
 	timer  *time.Timer
 }
 
-// startMVM starts mvm with args; it is killed after 3 minutes.
+// startMVM starts mvm with args; it is stopped after 3 minutes.
 func startMVM(t *testing.T, args ...string) *runningMVM {
 	t.Helper()
 	vm := &runningMVM{t: t, cmd: exec.Command(env(t, "MVM_BIN"), args...), lines: make(chan string, 1024)}
@@ -244,7 +244,16 @@ func startMVM(t *testing.T, args ...string) *runningMVM {
 	if err := vm.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	vm.timer = time.AfterFunc(3*time.Minute, func() { vm.cmd.Process.Kill() })
+	// On a hang, first SIGUSR1 (mvm prints where each vCPU is), then
+	// SIGQUIT (the Go runtime prints every goroutine's stack): the
+	// failure shows both.
+	vm.timer = time.AfterFunc(3*time.Minute, func() {
+		vm.cmd.Process.Signal(syscall.SIGUSR1)
+		time.Sleep(3 * time.Second)
+		vm.cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(5 * time.Second)
+		vm.cmd.Process.Kill()
+	})
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {

@@ -2,7 +2,11 @@
 
 package vmm
 
-import "context"
+import (
+	"context"
+	"io"
+	"time"
+)
 
 // VM is a virtual machine; on this host it cannot be created.
 type VM struct{}
@@ -20,3 +24,6 @@ func (m *VM) Run(ctx context.Context) (Result, error) { return Result{}, ErrNeed
 
 // Close is a no-op on this host.
 func (m *VM) Close() error { return nil }
+
+// WriteState is never reached on this host.
+func (m *VM) WriteState(w io.Writer, wait time.Duration) {}

@@ -178,7 +178,9 @@ register accesses are UNDEFINED.
 
 Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
 1 when it crashes or a vCPU fails; 2 for bad arguments; 130/143 on
-SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest.
+SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest. For a
+guest that seems stuck, kill -USR1 prints each vCPU's state, exit count
+and guest PC to stderr and lets the VM run on.
 
 Devices (virtio-mmio, docs/devices.md): --disk PATH[,ro] adds a virtio-blk
 disk on a raw image (the guest sees /dev/vda, /dev/vdb, ... in flag order;
@@ -268,6 +270,15 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 	if err := con.create(); err != nil {
 		return err
 	}
+	// kill -USR1 prints where each vCPU is (a guest that seems stuck).
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer func() { signal.Stop(usr1); close(usr1) }()
+	go func() {
+		for range usr1 {
+			m.WriteState(os.Stderr, time.Second)
+		}
+	}()
 	res, err := m.Run(ctx)
 	con.Close() // restore the terminal before printing anything
 	if err != nil {

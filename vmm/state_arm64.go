@@ -1,0 +1,106 @@
+//go:build linux && arm64
+
+package vmm
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/mvm-dev/mvm/vcpu"
+)
+
+// This file is the report of a running VM's state that `kill -USR1` asks
+// for (cmd/mvm): where each vCPU is, for a guest that seems stuck.
+
+// WriteState writes one line per vCPU to w: its state as mvm's accounting
+// sees it, its PSCI state (PSCI in mvm), its exit count, how long ago its
+// last KVM_RUN returned and, for a vCPU that is running, its guest PC and
+// exception level, read on its own thread (vcpu.Inspect). A vCPU that does
+// not answer within wait is reported as such: it is stuck in mvm's handler
+// of an exit, not in the guest. The guest loses one exit per vCPU.
+func (m *VM) WriteState(w io.Writer, wait time.Duration) {
+	n := len(m.cpus)
+	snaps := make([]vcpu.Snapshot, n)
+	answered := make([]bool, n)
+	asked := make([]bool, n)
+	last := make([]time.Time, n)
+	for i, c := range m.cpus {
+		// Before the inspection's own exit.
+		last[i] = c.v.LastExitTime()
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, c := range m.cpus {
+		i := i
+		wg.Add(1)
+		if asked[i] = c.v.Inspect(func(s vcpu.Snapshot) {
+			mu.Lock()
+			snaps[i], answered[i] = s, true
+			mu.Unlock()
+			wg.Done()
+		}); !asked[i] {
+			wg.Done()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(wait):
+	}
+	var powers []string
+	if m.pm != nil {
+		for _, st := range m.pm.Snapshot().States {
+			powers = append(powers, st.String())
+		}
+	}
+	now := time.Now()
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Fprintf(w, "mvm: state of %d vCPUs (kill -USR1):\n", n)
+	for i := range m.cpus {
+		rec := m.prof.rec[i].Snapshot()
+		exits := uint64(0)
+		for _, k := range rec.Keys {
+			exits += k.Count
+		}
+		line := fmt.Sprintf("  vCPU %d: %s", i, rec.State)
+		if i < len(powers) {
+			line += ", PSCI " + powers[i]
+		}
+		line += fmt.Sprintf(", %d exits", exits)
+		if !last[i].IsZero() {
+			line += fmt.Sprintf(", last exit %s ago", now.Sub(last[i]).Round(time.Millisecond))
+		}
+		switch {
+		case !asked[i]:
+			line += ", parked (no guest position)"
+		case !answered[i]:
+			line += fmt.Sprintf(", no answer within %s (in mvm's handler of an exit?)", wait)
+		case snaps[i].Err != nil:
+			line += fmt.Sprintf(", registers: %v", snaps[i].Err)
+		default:
+			line += fmt.Sprintf(", pc %#x, %s", snaps[i].PC, exceptionLevel(snaps[i].PSTATE))
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// exceptionLevel names PSTATE's mode field M[3:0] (Arm ARM C5.2.18,
+// SPSR_EL2 layout, which KVM's PSTATE register uses).
+func exceptionLevel(pstate uint64) string {
+	switch pstate & 0xf {
+	case 0x0:
+		return "EL0t"
+	case 0x4:
+		return "EL1t"
+	case 0x5:
+		return "EL1h"
+	}
+	if pstate&0x10 != 0 {
+		return "AArch32"
+	}
+	return fmt.Sprintf("mode %#x", pstate&0x1f)
+}
