@@ -48,9 +48,9 @@ type Handler interface {
 	SystemEvent(v *VCPU, typ uint32, data []uint64) Next
 	// Exited is called after every KVM_RUN return with the exit reason
 	// (kvm.Exit*, or kvm.ExitIntr for EINTR), the ExitKey the handler set
-	// (-1 if none) and the time from KVM_RUN's return until the handler
-	// finished; for accounting.
-	Exited(v *VCPU, reason uint32, sub int, handle time.Duration)
+	// (-1 if none), the time from KVM_RUN's return until the handler
+	// finished and that moment (done); for accounting.
+	Exited(v *VCPU, reason uint32, sub int, handle time.Duration, done time.Time)
 }
 
 // PowerOnRequest says how a vCPU starts running.
@@ -99,10 +99,12 @@ type VCPU struct {
 	// parked is set while the loop waits in its mailbox with the vCPU
 	// already reset (KVM_ARM_VCPU_INIT done): only then may another
 	// thread write its registers. regs says who writes them for the
-	// request being started (regsNone -> regsPoster or regsOwner ->
-	// regsDone); regsErr is the poster's error, read after regsDone.
+	// request being started: its low two bits are the state (regsNone ->
+	// regsPoster -> regsDone, or regsNone -> regsOwner), the rest count
+	// the parks, so a claim taken with a value read in one park fails in
+	// any later one. regsErr is the poster's error, read after regsDone.
 	parked  atomic.Bool
-	regs    atomic.Uint32
+	regs    atomic.Uint64
 	regsErr error
 	// vbar: VBAR_EL1 as the guest last left it (LastVBAR).
 	vbar atomic.Uint64
@@ -122,6 +124,65 @@ type VCPU struct {
 	// LastExit is when the KVM_RUN whose exit is being handled returned;
 	// read it from a Handler method.
 	LastExit time.Time
+
+	// lastExitNS is LastExit in Unix nanoseconds, for other goroutines.
+	lastExitNS atomic.Int64
+
+	// inspect is a pending Inspect's callback, run on the vCPU's thread
+	// at its next KVM_RUN return.
+	inspect atomic.Pointer[func(Snapshot)]
+}
+
+// LastExitTime is when the vCPU's KVM_RUN last returned (zero before its
+// first exit). Safe from any goroutine.
+func (v *VCPU) LastExitTime() time.Time {
+	if ns := v.lastExitNS.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// Snapshot is where a vCPU's guest was when Inspect reached it.
+type Snapshot struct {
+	// PC and PSTATE of the guest (ONE_REG reads), valid when Err is nil.
+	PC, PSTATE uint64
+	Err        error
+}
+
+// Inspect asks a running vCPU for its guest PC and PSTATE, for a report of
+// a guest that seems stuck: the vCPU is kicked out of KVM_RUN, reads them
+// on its own thread (KVM takes a vCPU's registers only from outside
+// KVM_RUN, and a second thread would wait on the vCPU's mutex) and
+// re-enters; the guest sees one more exit. report is called once, from
+// the vCPU's thread, at its next KVM_RUN return; not at all if the vCPU
+// parks, ends or is stuck in an exit handler first, so callers wait for it
+// with a timeout. It reports whether the vCPU was asked (false when
+// parked: it has no guest position, its registers are in reset state).
+func (v *VCPU) Inspect(report func(Snapshot)) bool {
+	if v.parked.Load() {
+		return false
+	}
+	v.inspect.Store(&report)
+	v.run.SetImmediateExit(true)
+	if tid := v.TID(); tid > 0 {
+		for unix.Tgkill(unix.Getpid(), tid, unix.SIGURG) == unix.EAGAIN {
+			runtime.Gosched()
+		}
+	}
+	return true
+}
+
+// answerInspect runs a pending Inspect's callback.
+func (v *VCPU) answerInspect() {
+	f := v.inspect.Swap(nil)
+	if f == nil {
+		return
+	}
+	var s Snapshot
+	if s.PC, s.Err = kvm.GetOneReg(v.fd, kvm.RegPC); s.Err == nil {
+		s.PSTATE, s.Err = kvm.GetOneReg(v.fd, kvm.RegPSTATE)
+	}
+	(*f)(s)
 }
 
 // New creates vCPU id on the VM and initialises it with init. Call it from
@@ -174,41 +235,45 @@ func (v *VCPU) TID() int { return int(v.tid.Load()) }
 // a request while one is pending is dropped and reported false (PSCI has
 // already refused a second CPU_ON for the same target by then).
 //
-// When the vCPU is parked, the calling thread also writes its entry
-// registers, while the vCPU's own thread is waking up: the writes overlap
-// the wake-up instead of following it. KVM serialises ioctls on a vCPU fd
-// with a mutex and binds a vCPU to a thread only in KVM_RUN, so writing a
-// parked vCPU's core registers from another thread is safe and cheap; the
-// vCPU's thread waits for those writes before it enters.
+// When the vCPU is parked, whichever of the calling thread and the vCPU's
+// own thread comes first writes its entry registers. KVM serialises ioctls
+// on a vCPU fd with a mutex and binds a vCPU to a thread only in KVM_RUN,
+// so writing a parked vCPU's core registers from another thread is safe.
+// Where the woken thread runs on another CPU, the caller's write overlaps
+// its wake-up; where the scheduler runs it on the caller's CPU at once
+// (wake-up preemption, the common case on a loaded host), it writes them
+// itself instead of waiting for the preempted caller to do it, which cost
+// two more context switches (docs/boot-phases.md).
 //
-// The claim on the registers is taken before the request is posted: the
-// vCPU cannot leave this park until the post, so a claim made while it is
-// parked belongs to this park. (Claiming after the post let a poster that
-// was descheduled between its parked check and its claim write an old
-// request's PC and X0 into a later park: the vCPU then started at the
-// previous CPU_ON's entry with its context_id.)
+// The caller's claim is taken with the park count read before the post:
+// the vCPU cannot leave this park without the post, so a claim that
+// succeeds belongs to this park, and one delayed past it fails. (A poster
+// descheduled between its parked check and a claim could otherwise write
+// an old request's PC and X0 into a later park: the vCPU then started at
+// the previous CPU_ON's entry with its context_id.)
 func (v *VCPU) PowerOn(req PowerOnRequest) bool {
-	claimed := !req.InitOnly && v.parked.Load() && v.regs.CompareAndSwap(regsNone, regsPoster)
+	r := v.regs.Load()
+	mayWrite := !req.InitOnly && r&regsState == regsNone && v.parked.Load()
 	if !v.box.post(req) {
-		if claimed {
-			v.regs.Store(regsNone)
-			v.box.wake()
-		}
 		return false
 	}
-	if claimed {
+	if mayWrite && v.regs.CompareAndSwap(r, r&^regsState|regsPoster) {
 		v.regsErr = v.setEntry(req)
-		v.regs.Store(regsDone)
+		v.regs.Store(r&^regsState | regsDone)
 		v.box.wake()
 	}
 	return true
 }
 
+// The states in the low bits of VCPU.regs; a park adds regsPark.
 const (
-	regsNone uint32 = iota
+	regsNone uint64 = iota
 	regsPoster
 	regsOwner
 	regsDone
+
+	regsState = 3
+	regsPark  = 4
 )
 
 // DropPowerOn discards a power-on request that was never acted on (before a
@@ -301,7 +366,7 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 		// Reset while parked, so a power-on only has to set registers:
 		// KVM_ARM_VCPU_INIT is the costly part of starting a vCPU and
 		// would otherwise sit on the CPU_ON path.
-		v.regs.Store(regsNone)
+		v.regs.Store(v.regs.Load()&^regsState + regsPark)
 		if err := v.resetState(); err != nil {
 			return err
 		}
@@ -351,17 +416,13 @@ func (v *VCPU) reset(req PowerOnRequest) error {
 	if req.InitOnly {
 		return nil
 	}
-	for {
-		if v.regs.CompareAndSwap(regsNone, regsOwner) {
-			return v.setEntry(req)
-		}
-		if v.regs.Load() == regsDone {
-			return v.regsErr
-		}
-		// A poster holds the claim (PowerOn): it writes the registers, or
-		// gives the claim back if its post failed.
-		v.box.waitFor(func() bool { r := v.regs.Load(); return r == regsDone || r == regsNone })
+	r := v.regs.Load()
+	if r&regsState == regsNone && v.regs.CompareAndSwap(r, r&^regsState|regsOwner) {
+		return v.setEntry(req)
 	}
+	// The poster holds the claim (PowerOn) and is writing them.
+	v.box.waitFor(func() bool { return v.regs.Load()&regsState == regsDone })
+	return v.regsErr
 }
 
 // setEntry writes PC and, if not zero, X0 for req.
@@ -387,7 +448,13 @@ func stopped(stop <-chan struct{}) bool {
 }
 
 // runGuest is the KVM_RUN loop of one power-on period.
+//
+// An exit reads the clock twice, monotonic only: time.Now reads it twice
+// (wall and monotonic), and at one vDSO call each in the lab's emulated
+// machine three Nows per exit were a visible part of a userspace MMIO round
+// trip (BenchmarkMMIOExit). The moments are base plus the monotonic offset.
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
+	base := time.Now()
 	for {
 		// Clear immediate_exit before the stop check: a kick that lands
 		// after the check sets it again and KVM_RUN returns at once.
@@ -396,11 +463,18 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			return Halt, nil
 		}
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
-		t0 := time.Now()
-		v.LastExit = t0
+		t0 := time.Since(base)
+		v.LastExit = base.Add(t0)
+		v.lastExitNS.Store(v.LastExit.UnixNano())
+		if v.inspect.Load() != nil {
+			// Any exit will do: the kick's EINTR, or a natural exit when
+			// the kick landed while this thread was out of KVM_RUN.
+			v.answerInspect()
+		}
 		if errno != 0 {
 			if errno == unix.EINTR || errno == unix.EAGAIN {
-				h.Exited(v, kvm.ExitIntr, -1, time.Since(t0))
+				t1 := time.Since(base)
+				h.Exited(v, kvm.ExitIntr, -1, t1-t0, base.Add(t1))
 				continue
 			}
 			if errno == unix.ENOSYS {
@@ -435,7 +509,8 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		default:
 			return Halt, v.fault("unhandled exit", fmt.Sprintf("exit reason %d", reason))
 		}
-		h.Exited(v, reason, v.ExitKey, time.Since(t0))
+		t1 := time.Since(base)
+		h.Exited(v, reason, v.ExitKey, t1-t0, base.Add(t1))
 		if next != Continue {
 			return next, nil
 		}

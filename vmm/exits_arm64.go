@@ -86,7 +86,7 @@ func (m *VM) SystemEvent(v *vcpu.VCPU, typ uint32, data []uint64) vcpu.Next {
 }
 
 // Exited implements vcpu.Handler.
-func (m *VM) Exited(v *vcpu.VCPU, reason uint32, sub int, handle time.Duration) {
+func (m *VM) Exited(v *vcpu.VCPU, reason uint32, sub int, handle time.Duration, done time.Time) {
 	m.prof.record(v.ID, reason, sub, handle)
-	m.heat.add(v.ID, time.Now())
+	m.heat.add(v.ID, done)
 }
