@@ -84,8 +84,11 @@ func (b *Exec) Run(ctx context.Context, job Job) Run {
 		sum, prof, perr := ParseResult(data)
 		if perr == nil {
 			r.Summary, r.Profile = sum, prof
-			for k, v := range Phases(sum) {
-				r.PhasesNS[k] = v
+			// mvm run computed every phase (vmm.Moments.Phases).
+			for k, v := range sum.PhasesNS {
+				if v >= 0 {
+					r.PhasesNS[k] = v
+				}
 			}
 		} else if err == nil {
 			err = perr

@@ -21,7 +21,7 @@ func PhaseDescription(p string) string {
 		return "first KVM_RUN -> first PSCI CPU_ON serviced"
 	case vmm.PhaseSecondaries:
 		return "first CPU_ON -> last secondary's first guest entry (mvm's PSCI timeline)"
-	case PhaseSecondariesConsole:
+	case vmm.PhaseSecondariesConsole:
 		return "first CPU_ON -> kernel console line 'smp: Brought up'"
 	case vmm.PhaseSMPConsole:
 		return "first KVM_RUN -> kernel console line 'smp: Brought up'"
@@ -34,7 +34,7 @@ func PhaseDescription(p string) string {
 	case PhaseProcessCPU:
 		return "CPU time of the mvm process, user + system, guest time included"
 	}
-	if name, ok := strings.CutPrefix(p, ConsolePhasePrefix); ok {
+	if name, ok := strings.CutPrefix(p, vmm.ConsolePhasePrefix); ok {
 		return "first KVM_RUN -> first console line matching --marker " + name
 	}
 	return "see docs/boot-phases.md"

@@ -11,15 +11,8 @@ import (
 	"github.com/mvm-dev/mvm/vmm"
 )
 
-// Measures besides vmm's own phases (docs/boot-phases.md).
+// The measures mvm bench adds to vmm's phases (docs/boot-phases.md).
 const (
-	// PhaseSecondariesConsole: first CPU_ON serviced -> the kernel's
-	// console line "smp: Brought up ...". Needs PSCI in userspace (for
-	// CPU_ON) and a console that prints the line (not with quiet).
-	PhaseSecondariesConsole = "secondaries_console"
-	// ConsolePhasePrefix + NAME: first KVM_RUN -> the first console line
-	// matching --marker NAME=REGEX.
-	ConsolePhasePrefix = "console:"
 	// PhaseProcessWall: the mvm process as mvm bench sees it, from just
 	// before fork/exec to its exit having been reaped.
 	PhaseProcessWall = "process_wall"
@@ -29,20 +22,18 @@ const (
 )
 
 // PhaseNames lists what --phases accepts, for messages: vmm's phases in
-// boot order, the phases mvm bench derives, console:NAME and the process
-// measures.
+// boot order, console:NAME and the process measures.
 func PhaseNames() []string {
-	return append(vmm.PhaseNames(), PhaseSecondariesConsole, ConsolePhasePrefix+"NAME", PhaseProcessWall, PhaseProcessCPU)
+	return append(vmm.PhaseNames(), vmm.ConsolePhasePrefix+"NAME", PhaseProcessWall, PhaseProcessCPU)
 }
 
 // KnownPhase reports whether p names a phase or measure a run can have.
 func KnownPhase(p string) bool {
 	switch {
-	case slices.Contains(vmm.PhaseNames(), p), p == PhaseSecondariesConsole,
-		p == PhaseProcessWall, p == PhaseProcessCPU:
+	case slices.Contains(vmm.PhaseNames(), p), p == PhaseProcessWall, p == PhaseProcessCPU:
 		return true
-	case strings.HasPrefix(p, ConsolePhasePrefix):
-		return len(p) > len(ConsolePhasePrefix)
+	case strings.HasPrefix(p, vmm.ConsolePhasePrefix):
+		return len(p) > len(vmm.ConsolePhasePrefix)
 	}
 	return false
 }
@@ -94,33 +85,6 @@ func ParseResult(data []byte) (*vmm.Summary, *exits.Report, error) {
 	prof := s.Profile
 	s.Profile = nil
 	return &s, prof, nil
-}
-
-// Phases returns a run's phases: vmm's own (summary.phases_ns) and those
-// mvm bench derives from the timeline (secondaries_console, console:NAME).
-func Phases(s *vmm.Summary) map[string]int64 {
-	p := map[string]int64{}
-	for k, v := range s.PhasesNS {
-		if v >= 0 {
-			p[k] = v
-		}
-	}
-	firstRun, firstOn := s.FirstRunNS(), s.FirstCPUOnNS()
-	for name, at := range s.ConsoleNS {
-		if at < 0 {
-			continue
-		}
-		if name == vmm.ConsoleMarkSMP {
-			if firstOn >= 0 && at >= firstOn {
-				p[PhaseSecondariesConsole] = at - firstOn
-			}
-			continue
-		}
-		if firstRun >= 0 && at >= firstRun {
-			p[ConsolePhasePrefix+name] = at - firstRun
-		}
-	}
-	return p
 }
 
 // Runner boots one job and reports it. It must return promptly with

@@ -190,37 +190,9 @@ func (a *Analysis) Cell(cpus int, variant, phase string) (Cell, bool) {
 	return Cell{}, false
 }
 
-// phaseOrder is the boot order the outputs use; phases not listed (added
-// to vmm later, console:NAME) follow in name order, then the process
-// measures.
-func phaseOrder() []string {
-	return []string{vmm.PhaseVMMSetup, vmm.PhaseBootToSMP, vmm.PhaseSecondaries, PhaseSecondariesConsole, vmm.PhaseSMPConsole, vmm.PhaseKernelToUser, vmm.PhaseTotal}
-}
-
-func phaseRank(p string) (int, string) {
-	if i := slices.Index(phaseOrder(), p); i >= 0 {
-		return i, ""
-	}
-	switch p {
-	case PhaseProcessWall:
-		return 1000, ""
-	case PhaseProcessCPU:
-		return 1001, ""
-	}
-	return 500, p
-}
-
-// SortPhases orders phase names for output.
-func SortPhases(ps []string) {
-	slices.SortFunc(ps, func(a, b string) int {
-		ra, na := phaseRank(a)
-		rb, nb := phaseRank(b)
-		if ra != rb {
-			return ra - rb
-		}
-		return strings.Compare(na, nb)
-	})
-}
+// SortPhases orders phase names for output: vmm's order
+// (vmm.SortPhases), then the process measures.
+func SortPhases(ps []string) { vmm.SortPhases(ps, PhaseProcessWall, PhaseProcessCPU) }
 
 // Analyze computes every cell's distribution, the deltas against the
 // baseline, and the failed runs and regressions.
@@ -338,8 +310,8 @@ func (an *Analysis) explainAbsent(vs []Variant, seen map[string]bool, only []str
 	if want(vmm.PhaseSecondaries) {
 		an.Absent[vmm.PhaseSecondaries] = smp
 	}
-	if want(PhaseSecondariesConsole) {
-		an.Absent[PhaseSecondariesConsole] = "needs CPU_ON (PSCI in userspace, more than one vCPU) and the kernel's 'smp: Brought up' line, which 'quiet' suppresses (use --verbose-console)"
+	if want(vmm.PhaseSecondariesConsole) {
+		an.Absent[vmm.PhaseSecondariesConsole] = "needs CPU_ON (PSCI in userspace, more than one vCPU) and the kernel's 'smp: Brought up' line, which 'quiet' suppresses (use --verbose-console)"
 	}
 	if want(vmm.PhaseSMPConsole) {
 		an.Absent[vmm.PhaseSMPConsole] = "the kernel's 'smp: Brought up' line was not seen; 'quiet' suppresses it (use --verbose-console)"

@@ -245,7 +245,7 @@ func TestBenchCPUs(t *testing.T) {
 	t.Logf("secondaries: 4 vCPUs %v, 8 vCPUs %v", time.Duration(s4.Median), time.Duration(s8.Median))
 	// With quiet the kernel does not print its smp line: the console view
 	// of secondaries is absent, and the report says why.
-	if an.Absent[bench.PhaseSecondariesConsole] == "" || !strings.Contains(r.stdout, "secondaries_console: needs") {
+	if an.Absent[vmm.PhaseSecondariesConsole] == "" || !strings.Contains(r.stdout, "secondaries_console: needs") {
 		t.Errorf("secondaries_console's absence not explained: %v", an.Absent)
 	}
 }

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mvm-dev/mvm/vmm"
 )
 
 // smpOutput is what guest/payloads/smp.s printed, parsed.
@@ -142,10 +145,17 @@ func TestSMP(t *testing.T) {
 				dir := t.TempDir()
 				res, page = filepath.Join(dir, "smp128.json"), filepath.Join(dir, "smp128.html")
 				args = append(args, "--profile", "--profile-out", os.DevNull, "--result-json", res, "--report", page)
+			} else {
+				// The small boots check the boot phases in the result
+				// (a console marker among them).
+				res = filepath.Join(t.TempDir(), "result.json")
+				args = append(args, "--result-json", res, "--marker", "done=^smp test done$")
 			}
 			r := mvm(t, c.timeout, args...)
 			if page != "" {
 				checkRunReport(t, res, page, c.cpus)
+			} else if r.code == 0 {
+				checkPhases(t, readSummary(t, res), c.mode)
 			}
 			defer func() {
 				if t.Failed() {
@@ -255,5 +265,38 @@ func TestCPUOnHammer(t *testing.T) {
 			}
 			t.Logf("%s", m[0])
 		})
+	}
+}
+
+// checkPhases checks a result's phases against docs/boot-phases.md's
+// definitions, from the moments the same file records: the phases a
+// payload boot has (no userspace marker; a console marker "done"), each
+// the difference of its two moments, and none other.
+func checkPhases(t *testing.T, s vmm.Summary, mode string) {
+	t.Helper()
+	first := s.EnteredNS[0]
+	firstOn, lastIn := int64(-1), int64(-1)
+	for i := 1; i < len(s.CPUOnNS); i++ {
+		if firstOn < 0 || s.CPUOnNS[i] < firstOn {
+			firstOn = s.CPUOnNS[i]
+		}
+		lastIn = max(lastIn, s.EnteredNS[i])
+	}
+	done, ok := s.ConsoleNS["done"]
+	if !ok || first <= 0 || done <= first {
+		t.Fatalf("first KVM_RUN at %d, console marker done at %d (seen %v)", first, done, ok)
+	}
+	want := map[string]int64{
+		vmm.PhaseVMMSetup: first, "console:done": done - first, vmm.PhaseTotal: s.PhasesNS[vmm.PhaseTotal],
+	}
+	if mode == "user" {
+		if firstOn <= first || lastIn <= firstOn {
+			t.Fatalf("CPU_ONs from %d, last secondary in at %d, first KVM_RUN %d", firstOn, lastIn, first)
+		}
+		want[vmm.PhaseBootToSMP] = firstOn - first
+		want[vmm.PhaseSecondaries] = lastIn - firstOn
+	}
+	if !maps.Equal(s.PhasesNS, want) || s.PhasesNS[vmm.PhaseTotal] < done {
+		t.Errorf("phases_ns %v, want %v (total past the marker)", s.PhasesNS, want)
 	}
 }

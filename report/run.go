@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -236,56 +237,16 @@ func orDash(s string) string {
 	return s
 }
 
-// moments are the timeline's reference points (ns from VMM start, -1 when
-// not observed) from which the phases' start times follow.
-type moments struct{ firstRun, firstOn, lastIn, end float64 }
-
-func momentsOf(s *vmm.Summary) moments {
-	m := moments{firstRun: float64(s.FirstRunNS()), firstOn: float64(s.FirstCPUOnNS()), lastIn: float64(s.LastEnteredNS()), end: -1}
-	if t, ok := s.PhasesNS[vmm.PhaseTotal]; ok {
-		m.end = float64(t)
-	}
-	return m
-}
-
-// phaseStart is where a phase's clock starts (docs/boot-phases.md), or -1
-// for a phase this renderer does not place.
-func (m moments) phaseStart(name string) float64 {
-	switch name {
-	case vmm.PhaseVMMSetup, vmm.PhaseTotal:
-		return 0
-	case vmm.PhaseBootToSMP, vmm.PhaseSMPConsole, vmm.PhaseKernelToUser:
-		return m.firstRun
-	case vmm.PhaseSecondaries:
-		return m.firstOn
-	}
-	return -1
-}
-
-// orderedPhases lists a result's phases in boot order, unknown ones last.
-func orderedPhases(p map[string]int64) []string {
-	var out []string
-	for _, n := range vmm.PhaseNames() {
-		if _, ok := p[n]; ok {
-			out = append(out, n)
-		}
-	}
-	var rest []string
-	for n := range p {
-		if !slices.Contains(out, n) {
-			rest = append(rest, n)
-		}
-	}
-	sort.Strings(rest)
-	return append(out, rest...)
-}
-
 func newPhaseChart(s *vmm.Summary) phaseChart {
-	m := momentsOf(s)
-	names := orderedPhases(s.PhasesNS)
-	hi := m.end
+	// Where each phase starts comes from the moments vmm computes them
+	// from (-1: not placed, a table row only).
+	mo := s.Moments()
+	start := func(name string) float64 { return float64(mo.PhaseStart(name)) }
+	names := slices.Collect(maps.Keys(s.PhasesNS))
+	vmm.SortPhases(names)
+	hi := float64(mo.End)
 	for _, n := range names {
-		if st := m.phaseStart(n); st >= 0 {
+		if st := start(n); st >= 0 {
 			hi = max(hi, st+float64(s.PhasesNS[n]))
 		}
 	}
@@ -293,7 +254,7 @@ func newPhaseChart(s *vmm.Summary) phaseChart {
 	const rowH, top = 24.0, 28.0
 	placed := 0
 	for _, n := range names {
-		if m.phaseStart(n) >= 0 && s.PhasesNS[n] >= 0 {
+		if start(n) >= 0 && s.PhasesNS[n] >= 0 {
 			placed++
 		}
 	}
@@ -304,7 +265,7 @@ func newPhaseChart(s *vmm.Summary) phaseChart {
 	y := top
 	for _, n := range names {
 		d := float64(s.PhasesNS[n])
-		st := m.phaseStart(n)
+		st := start(n)
 		row := phaseRow{Name: n, Duration: ms(d), Start: "-", End: "-"}
 		if st >= 0 && d >= 0 {
 			row.Start, row.End = ms(st), ms(st+d)

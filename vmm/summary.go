@@ -58,28 +58,6 @@ func (s *Summary) FirstRunNS() int64 {
 	return -1
 }
 
-// FirstCPUOnNS is the first CPU_ON serviced for a secondary, where the
-// secondaries phases' clocks start; -1 if none was.
-func (s *Summary) FirstCPUOnNS() int64 {
-	first := int64(-1)
-	for i := 1; i < len(s.CPUOnNS); i++ {
-		if on := s.CPUOnNS[i]; on >= 0 && (first < 0 || on < first) {
-			first = on
-		}
-	}
-	return first
-}
-
-// LastEnteredNS is the last secondary's first guest entry; -1 if none
-// entered.
-func (s *Summary) LastEnteredNS() int64 {
-	last := int64(-1)
-	for i := 1; i < len(s.EnteredNS); i++ {
-		last = max(last, s.EnteredNS[i])
-	}
-	return last
-}
-
 // MarkSummary is one boot-marker write.
 type MarkSummary struct {
 	Code byte  `json:"code"`

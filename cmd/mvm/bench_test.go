@@ -44,7 +44,8 @@ func init() {
 // 100 ms plus the guest's mvm.delay_ms (the last one on the command line
 // wins, as in guest.TestInit); secondaries exist with more than one vCPU
 // and PSCI in userspace, 1 ms per secondary; the smp console line only
-// without quiet. Kernels named "fail", "crash" and "hang" misbehave.
+// without quiet, and its phases then as mvm run derives them. Kernels
+// named "fail", "crash" and "hang" misbehave.
 func fakeRun(args []string) int {
 	opt := map[string]string{}
 	for i := 0; i < len(args); i++ {
@@ -103,6 +104,10 @@ func fakeRun(args []string) int {
 	s.PhasesNS[vmm.PhaseKernelToUser] = k2u
 	s.PhasesNS[vmm.PhaseTotal] = setup + k2u + noise(2)
 	s.MarksNS = []vmm.MarkSummary{{Code: 0x41, AtNS: setup + k2u}}
+	// The console phases, as mvm run computes them from its moments.
+	for k, v := range s.Moments().Phases() {
+		s.PhasesNS[k] = v
+	}
 	if kernel == "crash" {
 		s.Exit, s.Error = vmm.ExitFault, "vCPU 0: unhandled exception"
 		writeFake(opt["result-json"], s)
