@@ -28,10 +28,14 @@ import (
 // histograms: VM-wide (reason, key) pairs of 8.7 KiB each, preallocated
 // like every map here (an allocation in the kernel's tracepoint context
 // can fail, an exit must not be lost to it): 4.5 MiB.
+// Slots: thread states by the thread id's low bits (a VMM's threads have
+// nearby ids, so they rarely share one; one that does goes to the thread
+// map), 120 KiB.
 const (
 	maxThreads = 1 << 14
 	maxRows    = 1 << 15
 	maxHists   = 512
+	numSlots   = 1 << 10
 )
 
 // Config says what to count.
@@ -77,6 +81,7 @@ type threadState struct {
 	Guest, HasGuest, Class         uint64
 	Entries, Drops, HistDrops      uint64
 	VCPU, Entered, SawKernel       uint64
+	Owner                          uint64
 }
 
 // phaseBounds is the phase map's value (offsets g*).
@@ -93,9 +98,14 @@ type Counter struct {
 	namer exits.Namer
 	rows  *ebpf.Map
 	state *ebpf.Map
-	hists *ebpf.Map
-	zero  *ebpf.Map
-	phase *ebpf.Map
+	// slots is the slot map (thread states by thread id's low bits),
+	// slotMem its values, mapped.
+	slots   *ebpf.Map
+	slotMem []byte
+	nSlots  int
+	hists   *ebpf.Map
+	zero    *ebpf.Map
+	phase   *ebpf.Map
 	// phaseMem is the phase map's value, mapped (nil without phases);
 	// smcMem the SMC note map's values, one per vCPU.
 	phaseMem []byte
@@ -143,6 +153,9 @@ func New(cfg Config) (_ *Counter, err error) {
 	if c.state, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_threads", Type: ebpf.Hash, KeySize: 4, ValueSize: stateSize, MaxEntries: maxThreads}); err != nil {
 		return nil, permErr("create the BPF thread map", err)
 	}
+	if err := c.openSlots(numSlots); err != nil {
+		return nil, err
+	}
 	breakdown := !cfg.NoBreakdown && namer.Arch() == "arm64"
 	if !cfg.NoBreakdown {
 		if c.hists, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_hists", Type: ebpf.Hash, KeySize: 24, ValueSize: histValueSize, MaxEntries: maxHists}); err != nil {
@@ -152,7 +165,7 @@ func New(cfg Config) (_ *Counter, err error) {
 			return nil, permErr("create the BPF zero map", err)
 		}
 	}
-	env := progEnv{tgid: cfg.TGID, stateFD: c.state.FD(), rowFD: c.rows.FD(), histsOff: cfg.NoBreakdown,
+	env := progEnv{tgid: cfg.TGID, slotFD: c.slots.FD(), slotMask: numSlots - 1, stateFD: c.state.FD(), rowFD: c.rows.FD(), histsOff: cfg.NoBreakdown,
 		regions: cfg.Layout.Regions, breakdown: breakdown}
 	if c.hists != nil {
 		env.histFD, env.zeroFD = c.hists.FD(), c.zero.FD()
@@ -310,11 +323,76 @@ func (c *Counter) openPhases(env *progEnv) error {
 		env.smcFD = c.smc.FD()
 	}
 	for i, tid := range c.cfg.TIDs {
-		if err := c.state.Put(uint32(tid), threadState{VCPU: uint64(i + 1)}); err != nil {
-			return fmt.Errorf("BPF thread map: %w", err)
+		if err := c.putState(uint32(tid), threadState{VCPU: uint64(i + 1)}); err != nil {
+			return err
 		}
 	}
 	env.phases, env.phaseFD, env.ram = true, c.phase.FD(), c.cfg.Layout.RAM
+	return nil
+}
+
+// openSlots creates the slot map of n (a power of two) thread states and
+// maps its values: Snapshot reads them without a system call per slot.
+func (c *Counter) openSlots(n int) error {
+	var err error
+	c.nSlots = n
+	if c.slots, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_slots", Type: ebpf.Array, KeySize: 4, ValueSize: stateSize, MaxEntries: uint32(n), Flags: unix.BPF_F_MMAPABLE}); err != nil {
+		return permErr("create the BPF slot map", err)
+	}
+	size := (n*stateSize + os.Getpagesize() - 1) / os.Getpagesize() * os.Getpagesize()
+	if c.slotMem, err = unix.Mmap(c.slots.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		c.slotMem = nil
+		return fmt.Errorf("map the BPF slot map: %w", err)
+	}
+	return nil
+}
+
+// slot is the state in slot i of the slot map, shared with the programs.
+func (c *Counter) slot(i int) *threadState {
+	return (*threadState)(unsafe.Pointer(&c.slotMem[i*stateSize]))
+}
+
+// putState gives thread tid its state before the programs run: in its
+// slot if free, else in the thread map.
+func (c *Counter) putState(tid uint32, st threadState) error {
+	if s := c.slot(int(tid) & (c.nSlots - 1)); s.Owner == 0 || s.Owner == uint64(tid) {
+		st.Owner = uint64(tid)
+		*s = st
+		return nil
+	}
+	if err := c.state.Put(tid, st); err != nil {
+		return fmt.Errorf("BPF thread map: %w", err)
+	}
+	return nil
+}
+
+// eachState calls fn with every thread's state: the slots' (read while
+// the programs may write them: each word is read whole, a state can
+// trail by the event being counted), then the thread map's.
+func (c *Counter) eachState(fn func(tid uint32, st threadState)) error {
+	for i := range c.nSlots {
+		p := c.slot(i)
+		owner := (*atomic.Uint64)(unsafe.Pointer(&p.Owner)).Load()
+		if owner == 0 {
+			continue
+		}
+		var st threadState
+		words := (*[stateSize / 8]uint64)(unsafe.Pointer(p))
+		out := (*[stateSize / 8]uint64)(unsafe.Pointer(&st))
+		for w := range words {
+			out[w] = (*atomic.Uint64)(unsafe.Pointer(&words[w])).Load()
+		}
+		fn(uint32(owner), st)
+	}
+	var tid uint32
+	var st threadState
+	it := c.state.Iterate()
+	for it.Next(&tid, &st) {
+		fn(tid, st)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read the BPF thread map: %w", err)
+	}
 	return nil
 }
 
@@ -513,20 +591,17 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 	}
 	entries := map[uint32]uint64{}
 	var lost, histDropped uint64
-	var tid uint32
-	var st threadState
 	var pending []struct {
 		tid  uint32
 		k    histKey
 		hist uint64
 	}
-	it = c.state.Iterate()
-	for it.Next(&tid, &st) {
+	err := c.eachState(func(tid uint32, st threadState) {
 		entries[tid] += st.Entries
 		lost += st.Drops
 		histDropped += st.HistDrops
 		if st.Exit == 0 {
-			continue
+			return
 		}
 		v := rowValue{Count: 1}
 		if st.HasGuest != 0 {
@@ -541,9 +616,9 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 				hist uint64
 			}{tid, k, st.Guest})
 		}
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read the BPF thread map: %w", err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	snap := &Snapshot{HistDropped: histDropped}
 	if c.hists != nil {
@@ -740,17 +815,17 @@ func (c *Counter) Close() error {
 	for _, p := range c.progs {
 		errs = append(errs, p.Close())
 	}
-	for _, mem := range [][]byte{c.phaseMem, c.smcMem} {
+	for _, mem := range [][]byte{c.phaseMem, c.smcMem, c.slotMem} {
 		if mem != nil {
 			errs = append(errs, unix.Munmap(mem))
 		}
 	}
-	c.phaseMem, c.smcMem = nil, nil
-	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero, c.phase, c.smc} {
+	c.phaseMem, c.smcMem, c.slotMem = nil, nil, nil
+	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero, c.phase, c.smc, c.slots} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	c.links, c.progs, c.rows, c.state, c.hists, c.zero, c.phase, c.smc = nil, nil, nil, nil, nil, nil, nil, nil
+	c.links, c.progs, c.rows, c.state, c.hists, c.zero, c.phase, c.smc, c.slots = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

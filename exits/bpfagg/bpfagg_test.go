@@ -3,6 +3,7 @@
 package bpfagg
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -104,8 +105,15 @@ func TestBucketMatchesHist(t *testing.T) {
 // TestProgramsAccount runs the raw tracepoint programs of an arm64 kernel
 // on a made-up sequence of this thread's events and compares the counts,
 // breakdown rows and timed samples with the perf path's aggregator fed the
-// same sequence.
+// same sequence: with the thread's state in its slot, and in the thread
+// map (a slot map of one slot, which the other vCPU thread holds).
 func TestProgramsAccount(t *testing.T) {
+	for _, slots := range []int{numSlots, 1} {
+		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) { testProgramsAccount(t, slots) })
+	}
+}
+
+func testProgramsAccount(t *testing.T, slots int) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	namer, err := exits.NamerForFields(func(n string) bool { return n == "ret" || n == "esr_ec" })
@@ -130,11 +138,21 @@ func TestProgramsAccount(t *testing.T) {
 	c.state = mk("s", 4, stateSize, 8, ebpf.Hash)
 	c.hists = mk("h", 24, histValueSize, 16, ebpf.Hash)
 	c.zero = mk("z", 4, histValueSize, 1, ebpf.Array)
-	env := progEnv{tgid: os.Getpid(), raw: true, stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
+	if err := c.openSlots(slots); err != nil {
+		t.Skipf("BPF slot map: %v", err)
+	}
+	env := progEnv{tgid: os.Getpid(), raw: true, slotFD: c.slots.FD(), slotMask: slots - 1, stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
 		code: rawArg(0), sub: rawArg(1), regions: layout.Regions, breakdown: true,
 		detailArg: map[detailKind]arg{detailWFx: rawArg(1), detailHVC: rawArg(1), detailSysESR: rawArg(0), detailFault: rawArg(3)}}
 	if err := c.openPhases(&env); err != nil {
 		t.Fatal(err)
+	}
+	var inMap uint32
+	var st threadState
+	for it := c.state.Iterate(); it.Next(&inMap, &st); {
+	}
+	if slots == 1 && inMap != uint32(tid) || slots > 1 && inMap != 0 {
+		t.Fatalf("%d slots: thread %d in the thread map, this thread is %d", slots, inMap, tid)
 	}
 	env.pc = rawArg(2)
 	exitP, err := env.exitProgram()
@@ -314,7 +332,10 @@ func TestSecondariesPhase(t *testing.T) {
 	}
 	c.rows, c.state = mk(32, rowValueSize, 64, ebpf.Hash), mk(4, stateSize, 8, ebpf.Hash)
 	c.hists, c.zero = mk(24, histValueSize, 16, ebpf.Hash), mk(4, histValueSize, 1, ebpf.Array)
-	env := progEnv{tgid: os.Getpid(), raw: true, stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
+	if err := c.openSlots(64); err != nil {
+		t.Skipf("BPF slot map: %v", err)
+	}
+	env := progEnv{tgid: os.Getpid(), raw: true, slotFD: c.slots.FD(), slotMask: 63, stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
 		code: rawArg(0), sub: rawArg(1), pc: rawArg(2), breakdown: true, detailArg: map[detailKind]arg{detailHVC: rawArg(1)}}
 	if err := c.openPhases(&env); err != nil {
 		t.Fatal(err)
@@ -355,5 +376,51 @@ func TestSecondariesPhase(t *testing.T) {
 	// The CPU_ON exit opens the secondaries phase (as in the perf path).
 	if want := []string{"secondaries HVC64", "kernel_to_user IRQ"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("phases %v, want %v", got, want)
+	}
+}
+
+// TestClaimSlot: a thread not known up front (another VMM's) claims its
+// slot on its first event, and its counts are read from there.
+func TestClaimSlot(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	namer, err := exits.NamerForFields(func(n string) bool { return n == "ret" || n == "esr_ec" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Counter{cfg: Config{TGID: os.Getpid(), NoBreakdown: true}, namer: namer}
+	defer c.Close()
+	if c.rows, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 32, ValueSize: rowValueSize, MaxEntries: 8}); err != nil {
+		t.Skipf("BPF maps: %v", err)
+	}
+	if c.state, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: stateSize, MaxEntries: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.openSlots(numSlots); err != nil {
+		t.Fatal(err)
+	}
+	env := progEnv{tgid: os.Getpid(), raw: true, slotFD: c.slots.FD(), slotMask: numSlots - 1, stateFD: c.state.FD(), rowFD: c.rows.FD(),
+		histsOff: true, code: rawArg(0), sub: rawArg(1)}
+	exitP, err := env.exitProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entryP := env.entryProgram()
+	for range 3 {
+		runProg(t, entryP)
+		runProg(t, exitP, 2, 0x01)
+	}
+	runProg(t, entryP)
+	tid := unix.Gettid()
+	if owner := c.slot(tid & (numSlots - 1)).Owner; owner != uint64(tid) {
+		t.Fatalf("slot of thread %d owned by %d", tid, owner)
+	}
+	snap, err := c.Snapshot(func(int) (int, bool) { return 0, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tracepoint.Total(snap.VCPUs)
+	if got.Entries != 4 || got.Exits() != 3 || len(got.Reasons) != 1 || got.Reasons[0].Reason != "WFx" || got.Reasons[0].HandleCount != 3 || got.Reasons[0].GuestCount != 3 {
+		t.Errorf("counts %+v, want 4 entries and 3 timed WFx exits", got)
 	}
 }

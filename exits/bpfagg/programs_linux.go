@@ -38,7 +38,8 @@ const (
 	sVCPU     = 88  // the thread's vCPU + 1 (0: not known), set by New
 	sEntered  = 96  // 1 once the thread has entered the guest
 	sSawKern  = 104 // 1 once it has exited from a kernel address
-	stateSize = 112
+	sOwner    = 112 // the thread id owning a slot of the slot map (0: free)
+	stateSize = 120
 )
 
 // The phase map's one value (an mmap-able array, so the VMM sets the
@@ -91,6 +92,7 @@ const (
 	offSub     = -256
 	offPC      = -264
 	offSMCKey  = -272 // the vCPU index, key of the SMC note map
+	offSlot    = -280 // the thread's slot, key of the slot map
 )
 
 // arg is where a program reads one value of its event: a raw tracepoint's
@@ -104,8 +106,12 @@ func rawArg(i int) arg { return arg{Name: fmt.Sprintf("arg%d", i), Offset: 8 * i
 
 // progEnv is what the programs are built from.
 type progEnv struct {
-	tgid                int
-	raw                 bool // raw tracepoint programs (else perf tracepoint ones)
+	tgid int
+	raw  bool // raw tracepoint programs (else perf tracepoint ones)
+	// slotFD is the slot map: thread states in an array indexed by the
+	// thread id's low bits (slotMask), stateFD the hash map by thread id
+	// for a thread whose slot another holds.
+	slotFD, slotMask    int
 	stateFD, rowFD      int
 	histFD, zeroFD      int
 	code, sub           arg
@@ -412,11 +418,48 @@ func (e *progEnv) epilogue() asm.Instructions {
 	return asm.Instructions{asm.Mov.Imm(asm.R0, ret).WithSymbol("out"), asm.Return()}
 }
 
-// state leaves the thread's state in R7 (inserting a zeroed one), or
-// returns when the state map is full.
-func (e *progEnv) state() asm.Instructions {
-	insns := lookupOrInsert(e.stateFD, offTID, offState, stateSize, "st", "out")
-	return append(insns, asm.Mov.Reg(asm.R7, asm.R0))
+// state leaves the thread's state in R7, or returns. The state is the
+// thread's slot of the slot map (an array: the verifier inlines its
+// lookup, and it is one value in one place, where a hash lookup touches
+// the hash code, the table and a bucket: after a guest exit the CPU's
+// caches are cold, and each of those costs), claimed with a
+// compare-and-exchange of its owner the first time; when another thread
+// holds the slot, the state map (a hash by thread id). With insert, a
+// state not found is created (zeroed); else the program returns.
+func (e *progEnv) state(insert bool) asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R10, offTID, asm.Word),
+		asm.And.Imm(asm.R1, int32(e.slotMask)),
+		asm.StoreMem(asm.R10, offSlot, asm.R1, asm.Word),
+	}
+	insns = append(insns, lookup(e.slotFD, offSlot)...)
+	insns = append(insns,
+		asm.JEq.Imm(asm.R0, 0, "st_hash"),
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.LoadMem(asm.R1, asm.R7, sOwner, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R10, offTID, asm.Word),
+		asm.JEq.Reg(asm.R1, asm.R2, "st_have"),
+	)
+	if insert {
+		insns = append(insns,
+			asm.JNE.Imm(asm.R1, 0, "st_hash"),
+			// R0 = 0: the expected owner; after, the owner found.
+			asm.Mov.Imm(asm.R0, 0),
+			asm.CmpXchg.Mem(asm.R7, asm.R2, asm.DWord, sOwner),
+			asm.JEq.Imm(asm.R0, 0, "st_have"),
+		)
+	}
+	insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("st_hash"))
+	if insert {
+		insns = append(insns, lookupOrInsert(e.stateFD, offTID, offState, stateSize, "st", "out")...)
+	} else {
+		insns = append(insns, lookup(e.stateFD, offTID)...)
+		insns = append(insns, asm.JEq.Imm(asm.R0, 0, "out"))
+	}
+	return append(insns,
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.Mov.Reg(asm.R7, asm.R7).WithSymbol("st_have"),
+	)
 }
 
 // phaseMap leaves the phase map's value in R6 (it always exists: an array
@@ -433,7 +476,7 @@ func (e *progEnv) phaseMap() asm.Instructions {
 func (e *progEnv) exitProgram() (asm.Instructions, error) {
 	insns := filterTGID(e.tgid)
 	insns = append(insns, asm.FnKtimeGetNs.Call(), asm.Mov.Reg(asm.R8, asm.R0))
-	insns = append(insns, e.state()...)
+	insns = append(insns, e.state(true)...)
 	// The event's fields to the stack first: R6 holds the phase map after.
 	lc, err := loadArg(asm.R1, asm.R6, e.code)
 	if err != nil {
@@ -561,7 +604,7 @@ func (e *progEnv) notePC() asm.Instructions {
 func (e *progEnv) entryProgram() asm.Instructions {
 	insns := filterTGID(e.tgid)
 	insns = append(insns, asm.FnKtimeGetNs.Call(), asm.Mov.Reg(asm.R8, asm.R0))
-	insns = append(insns, e.state()...)
+	insns = append(insns, e.state(true)...)
 	insns = append(insns, incState(sEntries)...)
 	if e.phases {
 		insns = append(insns, e.phaseMap()...)
@@ -665,10 +708,8 @@ func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
 	class := map[detailKind]uint64{detailWFx: tracepoint.ClassWFx, detailHVC: tracepoint.ClassFunc,
 		detailSysESR: tracepoint.ClassSys, detailFault: tracepoint.ClassDev}[kind]
 	insns := filterTGID(e.tgid)
-	insns = append(insns, lookup(e.stateFD, offTID)...)
+	insns = append(insns, e.state(false)...)
 	insns = append(insns,
-		asm.JEq.Imm(asm.R0, 0, "out"),
-		asm.Mov.Reg(asm.R7, asm.R0),
 		asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord),
 		asm.JEq.Imm(asm.R1, 0, "out"),
 		asm.LoadMem(asm.R1, asm.R7, sClass, asm.DWord),
