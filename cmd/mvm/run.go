@@ -160,11 +160,11 @@ func newRunCmd(start time.Time) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run --kernel PATH [flags]",
 		Short: "Boot an arm64 Linux Image or bare-metal payload",
-		Long: `Boot an arm64 guest with a serial console on this terminal.
+		Long: fmt.Sprintf(`Boot an arm64 guest with a serial console on this terminal.
 
 The guest gets --cpus vCPUs (one thread each), --memory of RAM at 1 GiB
 guest-physical, an in-kernel GICv3, the architected timer, a 16550 UART at
-0x09000000 (console=ttyS0), a PL031 real-time clock at 0x09020000 that reads
+%#08x (console=ttyS0), a PL031 real-time clock at %#08x that reads
 the host's wall clock (so the guest's date is right at boot) and a device
 tree describing exactly that, passed in X0. PSCI (CPU_ON, CPU_OFF,
 SYSTEM_OFF, ...) is answered by mvm itself when the host kernel allows it
@@ -187,7 +187,7 @@ disk on a raw image (the guest sees /dev/vda, /dev/vdb, ... in flag order;
 guest flushes reach the file with fdatasync; an image another mvm has open
 writable is refused); --net tap=NAME[,mac=MAC] a virtio-net NIC on an
 existing tap; a virtio-rng entropy device is there unless --rng=false. The
-guest kernel needs virtio_mmio and the device drivers (built in or loaded).`,
+guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vmm.UARTBase, vmm.RTCBase),
 		Example: `  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \
       --append "rdinit=/init quiet"
