@@ -164,11 +164,7 @@ func (v *VCPU) Inspect(report func(Snapshot)) bool {
 	}
 	v.inspect.Store(&report)
 	v.run.SetImmediateExit(true)
-	if tid := v.TID(); tid > 0 {
-		for unix.Tgkill(unix.Getpid(), tid, unix.SIGURG) == unix.EAGAIN {
-			runtime.Gosched()
-		}
-	}
+	v.signalThread()
 	return true
 }
 
@@ -288,6 +284,12 @@ func (v *VCPU) DropPowerOn() { v.box.drop() }
 func (v *VCPU) Kick() {
 	v.run.SetImmediateExit(true)
 	v.box.wake()
+	v.signalThread()
+}
+
+// signalThread sends SIGURG to the vCPU's thread, so that a KVM_RUN in
+// progress returns EINTR.
+func (v *VCPU) signalThread() {
 	if tid := v.TID(); tid > 0 {
 		// tgkill(2) may fail with EAGAIN when the kernel cannot queue
 		// the signal (documented for real-time signals, which SIGURG is
