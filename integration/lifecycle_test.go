@@ -95,14 +95,14 @@ func checkStateDump(t *testing.T, cmd *exec.Cmd, errb *bytes.Buffer) {
 	}
 	dump := errb.String()
 	t.Logf("state dump:\n%s", dump)
-	v0 := regexp.MustCompile(`vCPU 0: running, PSCI ON, \d+ exits, last exit \S+ ago, pc (0x[0-9a-f]+), EL1h`).FindStringSubmatch(dump)
+	v0 := regexp.MustCompile(`vCPU 0: running, PSCI ON, \d+ exits to mvm, last exit \S+ ago, pc (0x[0-9a-f]+), EL1h`).FindStringSubmatch(dump)
 	if v0 == nil {
 		t.Fatalf("no running line with a PC for vCPU 0 in the dump")
 	}
 	if pc, _ := strconv.ParseUint(v0[1], 0, 64); pc < 0x40000000 || pc >= 0x40001000 {
 		t.Errorf("vCPU 0 at pc %#x, want spin.bin's loop in the first page of RAM (0x40000000)", pc)
 	}
-	if !regexp.MustCompile(`vCPU 1: (created|off), PSCI OFF, 0 exits, parked`).MatchString(dump) {
+	if !regexp.MustCompile(`vCPU 1: (created|off), PSCI OFF, 0 exits to mvm, parked`).MatchString(dump) {
 		t.Errorf("vCPU 1 is not reported parked and off")
 	}
 	if cmd.ProcessState != nil {

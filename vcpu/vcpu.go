@@ -125,7 +125,11 @@ type VCPU struct {
 	// read it from a Handler method.
 	LastExit time.Time
 
-	// lastExitNS is LastExit in Unix nanoseconds, for other goroutines.
+	// origin is when the vCPU was created; lastExitNS is LastExit as
+	// nanoseconds after it (0: no exit yet), for other goroutines. An
+	// offset from a time with a monotonic reading keeps LastExitTime on
+	// the monotonic clock, which a wall-clock step does not move.
+	origin     time.Time
 	lastExitNS atomic.Int64
 
 	// inspect is a pending Inspect's callback, run on the vCPU's thread
@@ -137,7 +141,7 @@ type VCPU struct {
 // first exit). Safe from any goroutine.
 func (v *VCPU) LastExitTime() time.Time {
 	if ns := v.lastExitNS.Load(); ns != 0 {
-		return time.Unix(0, ns)
+		return v.origin.Add(time.Duration(ns))
 	}
 	return time.Time{}
 }
@@ -191,7 +195,7 @@ func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create vCPU %d: %w", id, err)
 	}
-	v := &VCPU{ID: id, fd: fd.File, init: init}
+	v := &VCPU{ID: id, fd: fd.File, init: init, origin: time.Now()}
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("KVM_ARM_VCPU_INIT vCPU %d: %w", id, err)
@@ -467,7 +471,7 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
 		t0 := time.Since(base)
 		v.LastExit = base.Add(t0)
-		v.lastExitNS.Store(v.LastExit.UnixNano())
+		v.lastExitNS.Store(int64(v.LastExit.Sub(v.origin)))
 		if v.inspect.Load() != nil {
 			// Any exit will do: the kick's EINTR, or a natural exit when
 			// the kick landed while this thread was out of KVM_RUN.

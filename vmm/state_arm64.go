@@ -15,8 +15,9 @@ import (
 // for (cmd/mvm): where each vCPU is, for a guest that seems stuck.
 
 // WriteState writes one line per vCPU to w: its state as mvm's accounting
-// sees it, its PSCI state (PSCI in mvm), its exit count, how long ago its
-// last KVM_RUN returned and, for a vCPU that is running, its guest PC and
+// sees it, its PSCI state (PSCI in mvm), how often and how long ago its
+// KVM_RUN returned to mvm (exits KVM handles itself are not seen here)
+// and, for a vCPU that is running, its guest PC and
 // exception level, read on its own thread (vcpu.Inspect). A vCPU that does
 // not answer within wait is reported as such: it is stuck in mvm's handler
 // of an exit, not in the guest. The guest loses one exit per vCPU.
@@ -25,10 +26,17 @@ func (m *VM) WriteState(w io.Writer, wait time.Duration) {
 	snaps := make([]vcpu.Snapshot, n)
 	answered := make([]bool, n)
 	asked := make([]bool, n)
+	// The counts and the last exit from before the inspection's own exit.
 	last := make([]time.Time, n)
+	exits := make([]uint64, n)
+	states := make([]string, n)
 	for i, c := range m.cpus {
-		// Before the inspection's own exit.
 		last[i] = c.v.LastExitTime()
+		rec := m.prof.rec[i].Snapshot()
+		for _, k := range rec.Keys {
+			exits[i] += k.Count
+		}
+		states[i] = rec.State.String()
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -61,16 +69,11 @@ func (m *VM) WriteState(w io.Writer, wait time.Duration) {
 	defer mu.Unlock()
 	fmt.Fprintf(w, "mvm: state of %d vCPUs (kill -USR1):\n", n)
 	for i := range m.cpus {
-		rec := m.prof.rec[i].Snapshot()
-		exits := uint64(0)
-		for _, k := range rec.Keys {
-			exits += k.Count
-		}
-		line := fmt.Sprintf("  vCPU %d: %s", i, rec.State)
+		line := fmt.Sprintf("  vCPU %d: %s", i, states[i])
 		if i < len(powers) {
 			line += ", PSCI " + powers[i]
 		}
-		line += fmt.Sprintf(", %d exits", exits)
+		line += fmt.Sprintf(", %d exits to mvm", exits[i])
 		if !last[i].IsZero() {
 			line += fmt.Sprintf(", last exit %s ago", now.Sub(last[i]).Round(time.Millisecond))
 		}
