@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -332,20 +333,30 @@ func compareBPFDetail(t *testing.T, path string) {
 		rank := float64(next-min(next, b)) / 10
 		return float64(d) <= max(float64(max(a, b))*2/32+bpfSlackNS, rank)
 	}
-	nRows, nPct := 0, 0
+	nRows, nPct, nAddrRows := 0, 0, 0
 	for reason, perf := range total["tracepoint"] {
 		bpf, ok := total["tracepoint_bpf"][reason]
 		if !ok {
 			continue // counted and reported above
 		}
 		rows := map[string]uint64{}
+		addrs := map[string][]exits.AddressCount{}
 		for _, b := range bpf.Breakdown {
 			rows[b.Key] = b.Samples
+			addrs[b.Key] = b.Addresses
 		}
 		for _, b := range perf.Breakdown {
 			nRows++
 			if rows[b.Key] != b.Samples {
 				t.Errorf("%s %s: BPF %d, perf %d", reason, b.Key, rows[b.Key], b.Samples)
+			}
+			// The device rows' top addresses (the first 32 distinct
+			// IPAs of a row kept, the rest "other") are the perf path's.
+			if len(b.Addresses) > 0 {
+				nAddrRows++
+			}
+			if !slices.Equal(addrs[b.Key], b.Addresses) {
+				t.Errorf("%s %s addresses: BPF %v, perf %v", reason, b.Key, addrs[b.Key], b.Addresses)
 			}
 			delete(rows, b.Key)
 		}
@@ -371,7 +382,7 @@ func compareBPFDetail(t *testing.T, path string) {
 				c.bpf.P50, c.perf.P50, c.bpf.P90, c.perf.P90, c.bpf.P99, c.perf.P99, c.bpf.Max, c.perf.Max)
 		}
 	}
-	if nRows == 0 || nPct == 0 {
-		t.Errorf("nothing compared: %d breakdown rows, %d percentile sets", nRows, nPct)
+	if nRows == 0 || nPct == 0 || nAddrRows == 0 {
+		t.Errorf("nothing compared: %d breakdown rows, %d percentile sets, %d rows with device addresses", nRows, nPct, nAddrRows)
 	}
 }

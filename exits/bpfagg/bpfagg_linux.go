@@ -36,6 +36,14 @@ const (
 	maxRows    = 1 << 15
 	maxHists   = 512
 	numSlots   = 1 << 10
+	// Histogram slots: the VM-wide histograms of the keys that pack into
+	// a word and find their slot free (most keys, the hottest first), by
+	// the key's hash; the others go to the histogram map. 2.2 MiB.
+	histSlotBits = 8
+	// Device addresses: (reason, device, IPA) counts, and per (reason,
+	// device) the distinct IPAs kept and the exits past them.
+	maxAddrs    = 1 << 12
+	maxAddrRows = 1 << 9
 )
 
 // Config says what to count.
@@ -82,6 +90,9 @@ type threadState struct {
 	Entries, Drops, HistDrops      uint64
 	VCPU, Entered, SawKernel       uint64
 	Owner                          uint64
+	// The open row (programs_linux.go's sO*).
+	OPhase, OCode, OSub, ODetail uint64
+	ORow                         rowValue
 }
 
 // phaseBounds is the phase map's value (offsets g*).
@@ -100,12 +111,17 @@ type Counter struct {
 	state *ebpf.Map
 	// slots is the slot map (thread states by thread id's low bits),
 	// slotMem its values, mapped.
-	slots   *ebpf.Map
-	slotMem []byte
-	nSlots  int
-	hists   *ebpf.Map
-	zero    *ebpf.Map
-	phase   *ebpf.Map
+	// histSlots is the histogram slot map (1<<histSlotBits slots).
+	histSlots    *ebpf.Map
+	histSlotBits int
+	// addrs and addrRows count the device addresses (nil: not kept).
+	addrs, addrRows *ebpf.Map
+	slots           *ebpf.Map
+	slotMem         []byte
+	nSlots          int
+	hists           *ebpf.Map
+	zero            *ebpf.Map
+	phase           *ebpf.Map
 	// phaseMem is the phase map's value, mapped (nil without phases);
 	// smcMem the SMC note map's values, one per vCPU.
 	phaseMem []byte
@@ -164,11 +180,23 @@ func New(cfg Config) (_ *Counter, err error) {
 		if c.zero, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_zero", Type: ebpf.Array, KeySize: 4, ValueSize: histValueSize, MaxEntries: 1}); err != nil {
 			return nil, permErr("create the BPF zero map", err)
 		}
+		if err := c.openHistSlots(histSlotBits); err != nil {
+			return nil, err
+		}
+	}
+	if breakdown {
+		if err := c.openAddrs(maxAddrs, maxAddrRows); err != nil {
+			return nil, err
+		}
 	}
 	env := progEnv{tgid: cfg.TGID, slotFD: c.slots.FD(), slotMask: numSlots - 1, stateFD: c.state.FD(), rowFD: c.rows.FD(), histsOff: cfg.NoBreakdown,
 		regions: cfg.Layout.Regions, breakdown: breakdown}
 	if c.hists != nil {
 		env.histFD, env.zeroFD = c.hists.FD(), c.zero.FD()
+		env.histSlotFD, env.histSlotBits = c.histSlots.FD(), c.histSlotBits
+	}
+	if c.addrs != nil {
+		env.addrFD, env.addrRowFD = c.addrs.FD(), c.addrRows.FD()
 	}
 	if breakdown && cfg.Layout.VCPUs > 0 {
 		if err := c.openPhases(&env); err != nil {
@@ -345,6 +373,71 @@ func (c *Counter) openSlots(n int) error {
 		return fmt.Errorf("map the BPF slot map: %w", err)
 	}
 	return nil
+}
+
+// openHistSlots creates the histogram slot map of 1<<bits slots.
+func (c *Counter) openHistSlots(bits int) error {
+	var err error
+	c.histSlotBits = bits
+	if c.histSlots, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_hslots", Type: ebpf.Array, KeySize: 4, ValueSize: histSlotSize, MaxEntries: 1 << bits}); err != nil {
+		return permErr("create the BPF histogram slot map", err)
+	}
+	return nil
+}
+
+// openAddrs creates the device address maps.
+func (c *Counter) openAddrs(addrs, rows int) error {
+	var err error
+	if c.addrs, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_addrs", Type: ebpf.Hash, KeySize: 24, ValueSize: 8, MaxEntries: uint32(addrs)}); err != nil {
+		return permErr("create the BPF address map", err)
+	}
+	if c.addrRows, err = ebpf.NewMap(&ebpf.MapSpec{Name: "mvm_addr_rows", Type: ebpf.Hash, KeySize: 16, ValueSize: 16, MaxEntries: uint32(rows)}); err != nil {
+		return permErr("create the BPF address row map", err)
+	}
+	return nil
+}
+
+// addresses reads the device address maps: per reason and device row
+// name, the top addresses as the perf path lists them.
+func (c *Counter) addresses() (map[string]map[string][]exits.AddressCount, error) {
+	type rowKey struct {
+		reason, key string
+	}
+	counts := map[rowKey]map[uint64]uint64{}
+	more := map[rowKey]uint64{}
+	name := func(sub, key uint64) rowKey {
+		return rowKey{c.namer.ExitName(exits.Arm64ExceptionTrap, sub), tracepoint.KeyName(c.cfg.Layout, key)}
+	}
+	var ak struct{ Sub, Key, IPA uint64 }
+	var n uint64
+	it := c.addrs.Iterate()
+	for it.Next(&ak, &n) {
+		k := name(ak.Sub, ak.Key)
+		if counts[k] == nil {
+			counts[k] = map[uint64]uint64{}
+		}
+		counts[k][ak.IPA] += n
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the BPF address map: %w", err)
+	}
+	var rk struct{ Sub, Key uint64 }
+	var rv struct{ Kept, More uint64 }
+	it = c.addrRows.Iterate()
+	for it.Next(&rk, &rv) {
+		more[name(rk.Sub, rk.Key)] += rv.More
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the BPF address row map: %w", err)
+	}
+	out := map[string]map[string][]exits.AddressCount{}
+	for k, m := range counts {
+		if out[k.reason] == nil {
+			out[k.reason] = map[string][]exits.AddressCount{}
+		}
+		out[k.reason][k.key] = tracepoint.TopAddresses(m, more[k])
+	}
+	return out, nil
 }
 
 // slot is the state in slot i of the slot map, shared with the programs.
@@ -600,6 +693,9 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 		entries[tid] += st.Entries
 		lost += st.Drops
 		histDropped += st.HistDrops
+		if st.OPhase != 0 {
+			add(tid, uint32(st.OPhase-1), histKey{st.OCode, st.OSub, st.ODetail}, st.ORow)
+		}
 		if st.Exit == 0 {
 			return
 		}
@@ -622,25 +718,45 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 	}
 	snap := &Snapshot{HistDropped: histDropped}
 	if c.hists != nil {
-		var buckets [2 * hist.NumBuckets]uint64
-		var hk histKey
-		it = c.hists.Iterate()
-		for it.Next(&hk, &buckets) {
+		// addBuckets adds a histogram value's buckets to its pair.
+		addBuckets := func(hk histKey, buckets *[2 * hist.NumBuckets]uint64) {
 			key := hk.Detail
 			if key>>56 == tracepoint.ClassSys && key&sysESRMark != 0 {
 				key = tracepoint.SysRegKeyFromESR(key)
 			}
 			h := hists[histKey{hk.Code, hk.Sub, key}]
 			if h == nil {
-				continue // a row not read (it appeared after the row map was)
+				return // a row not read (it appeared after the row map was)
 			}
 			for i := range hist.NumBuckets {
-				h.guest[i] += buckets[i]
-				h.handle[i] += buckets[hist.NumBuckets+i]
+				h.guest[i] += buckets[2*i]
+				h.handle[i] += buckets[2*i+1]
 			}
+		}
+		var buckets [2 * hist.NumBuckets]uint64
+		var hk histKey
+		it = c.hists.Iterate()
+		for it.Next(&hk, &buckets) {
+			addBuckets(hk, &buckets)
 		}
 		if err := it.Err(); err != nil {
 			return nil, fmt.Errorf("read the BPF histogram map: %w", err)
+		}
+		if c.histSlots != nil {
+			var slot uint32
+			var v struct {
+				Owner   uint64
+				Buckets [2 * hist.NumBuckets]uint64
+			}
+			it = c.histSlots.Iterate()
+			for it.Next(&slot, &v) {
+				if v.Owner != 0 {
+					addBuckets(unpackHistKey(v.Owner), &v.Buckets)
+				}
+			}
+			if err := it.Err(); err != nil {
+				return nil, fmt.Errorf("read the BPF histogram slot map: %w", err)
+			}
 		}
 		for _, p := range pending {
 			_, key := get(p.tid, p.k)
@@ -649,6 +765,11 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			}
 		}
 		snap.Details = c.details(hists)
+		if c.addrs != nil {
+			if snap.Details.Addresses, err = c.addresses(); err != nil {
+				return nil, err
+			}
+		}
 		if c.phaseMem != nil {
 			snap.Details.Phases, snap.Details.Userspace = tracepoint.PhaseReport(bounds, perPhase)
 			snap.Details.FirstNS = bounds.First
@@ -821,11 +942,12 @@ func (c *Counter) Close() error {
 		}
 	}
 	c.phaseMem, c.smcMem, c.slotMem = nil, nil, nil
-	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero, c.phase, c.smc, c.slots} {
+	for _, m := range []*ebpf.Map{c.rows, c.state, c.hists, c.zero, c.phase, c.smc, c.slots, c.histSlots, c.addrs, c.addrRows} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	c.links, c.progs, c.rows, c.state, c.hists, c.zero, c.phase, c.smc, c.slots = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	c.links, c.progs, c.rows, c.state, c.hists, c.zero, c.phase, c.smc, c.slots, c.histSlots = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+	c.addrs, c.addrRows = nil, nil
 	return errors.Join(errs...)
 }

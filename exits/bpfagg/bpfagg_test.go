@@ -109,11 +109,13 @@ func TestBucketMatchesHist(t *testing.T) {
 // map (a slot map of one slot, which the other vCPU thread holds).
 func TestProgramsAccount(t *testing.T) {
 	for _, slots := range []int{numSlots, 1} {
-		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) { testProgramsAccount(t, slots) })
+		for _, hbits := range []int{histSlotBits, 1} {
+			t.Run(fmt.Sprintf("slots=%d,histslots=%d", slots, 1<<hbits), func(t *testing.T) { testProgramsAccount(t, slots, hbits) })
+		}
 	}
 }
 
-func testProgramsAccount(t *testing.T, slots int) {
+func testProgramsAccount(t *testing.T, slots, hbits int) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	namer, err := exits.NamerForFields(func(n string) bool { return n == "ret" || n == "esr_ec" })
@@ -141,7 +143,14 @@ func testProgramsAccount(t *testing.T, slots int) {
 	if err := c.openSlots(slots); err != nil {
 		t.Skipf("BPF slot map: %v", err)
 	}
-	env := progEnv{tgid: os.Getpid(), raw: true, slotFD: c.slots.FD(), slotMask: slots - 1, stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
+	if err := c.openHistSlots(hbits); err != nil {
+		t.Skipf("BPF histogram slot map: %v", err)
+	}
+	if err := c.openAddrs(64, 8); err != nil {
+		t.Skipf("BPF address maps: %v", err)
+	}
+	env := progEnv{tgid: os.Getpid(), raw: true, slotFD: c.slots.FD(), slotMask: slots - 1, histSlotFD: c.histSlots.FD(), histSlotBits: hbits,
+		addrFD: c.addrs.FD(), addrRowFD: c.addrRows.FD(), stateFD: c.state.FD(), rowFD: c.rows.FD(), histFD: c.hists.FD(), zeroFD: c.zero.FD(),
 		code: rawArg(0), sub: rawArg(1), regions: layout.Regions, breakdown: true,
 		detailArg: map[detailKind]arg{detailWFx: rawArg(1), detailHVC: rawArg(1), detailSysESR: rawArg(0), detailFault: rawArg(3)}}
 	if err := c.openPhases(&env); err != nil {
@@ -210,6 +219,15 @@ func testProgramsAccount(t *testing.T, slots int) {
 	exit(2, 0x24)
 	det(detailFault, tracepoint.DetailFault, 0x100, 0x1234, 0, 0, 0x100) // unmapped
 	entry()
+	// More distinct UART addresses than a row keeps (the first of them
+	// seen already), one of them twice.
+	for i := range uint64(tracepoint.MaxAddrsPerRow + 3) {
+		for range 1 + i/20 {
+			exit(2, 0x24)
+			det(detailFault, tracepoint.DetailFault, 0x900_0004+4*i, 0x1234, 0, 0, 0x900_0004+4*i)
+			entry()
+		}
+	}
 	exit(2, 0x01)
 	det(detailWFx, tracepoint.DetailWFx, 0, 0x1234, 0)
 	entry()
@@ -279,7 +297,45 @@ func testProgramsAccount(t *testing.T, slots int) {
 			t.Errorf("%s: BPF percentiles %+v, stats %+v", w.Reason, l, g)
 		}
 	}
+	// Every timed sample is in a histogram, of the slot map or (keys
+	// whose slot another holds) the hash map; the pending exit is not.
+	var inSlots, inHash, timed uint64
+	var slot uint32
+	var hv struct {
+		Owner   uint64
+		Buckets [2 * hist.NumBuckets]uint64
+	}
+	for it := c.histSlots.Iterate(); it.Next(&slot, &hv); {
+		for _, n := range hv.Buckets {
+			inSlots += n
+		}
+	}
+	var hk histKey
+	var buckets [2 * hist.NumBuckets]uint64
+	for it := c.hists.Iterate(); it.Next(&hk, &buckets); {
+		for _, n := range buckets {
+			inHash += n
+		}
+	}
+	for _, r := range got.Reasons {
+		timed += r.GuestCount + r.HandleCount
+	}
+	if inSlots+inHash != timed-1 || inSlots == 0 || hbits == 1 && inHash == 0 {
+		t.Errorf("histogram samples: %d in slots + %d in the hash map, want %d timed samples - 1 pending (both maps used with 2 slots)", inSlots, inHash, timed)
+	}
 	wd := agg.Details()
+	nonEmpty := func(m map[string]map[string][]exits.AddressCount) map[string]map[string][]exits.AddressCount {
+		out := map[string]map[string][]exits.AddressCount{}
+		for r, rows := range m {
+			if len(rows) > 0 {
+				out[r] = rows
+			}
+		}
+		return out
+	}
+	if ga, wa := nonEmpty(snap.Details.Addresses), nonEmpty(wd.Addresses); !reflect.DeepEqual(ga, wa) || len(wa["DABT_LOW"]["uart"]) != 9 {
+		t.Errorf("BPF device addresses %v, perf path %v (want the top 8 and other for the UART)", ga, wa)
+	}
 	phases := func(ps []exits.PhaseRows) map[string]map[string]uint64 {
 		m := map[string]map[string]uint64{}
 		for _, p := range ps {
@@ -406,9 +462,11 @@ func TestClaimSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	entryP := env.entryProgram()
-	for range 3 {
+	// Three WFx (one open row), an IRQ (the WFx row flushed to the map),
+	// two WFx (the IRQ row flushed; the WFx one open again).
+	for _, code := range []uint64{2, 2, 2, 0, 2, 2} {
 		runProg(t, entryP)
-		runProg(t, exitP, 2, 0x01)
+		runProg(t, exitP, code, 0x01)
 	}
 	runProg(t, entryP)
 	tid := unix.Gettid()
@@ -420,7 +478,68 @@ func TestClaimSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := tracepoint.Total(snap.VCPUs)
-	if got.Entries != 4 || got.Exits() != 3 || len(got.Reasons) != 1 || got.Reasons[0].Reason != "WFx" || got.Reasons[0].HandleCount != 3 || got.Reasons[0].GuestCount != 3 {
-		t.Errorf("counts %+v, want 4 entries and 3 timed WFx exits", got)
+	want := map[string]uint64{"WFx": 5, "IRQ": 1}
+	if got.Entries != 7 || got.Exits() != 6 || len(got.Reasons) != 2 {
+		t.Errorf("counts %+v, want 7 entries and 6 exits: %v", got, want)
+	}
+	for _, r := range got.Reasons {
+		if n := want[r.Reason]; r.Count != n || r.GuestCount != n || r.HandleCount != n {
+			t.Errorf("%s: %d exits, %d and %d timed, want %d", r.Reason, r.Count, r.GuestCount, r.HandleCount, n)
+		}
+		// The merged open and flushed rows keep whole minima and maxima.
+		for _, x := range [][4]uint64{{r.GuestMinNS, r.GuestSumNS, r.GuestMaxNS, r.GuestCount}, {r.HandleMinNS, r.HandleSumNS, r.HandleMaxNS, r.HandleCount}} {
+			if x[0] == 0 || x[0] > x[2] || x[0]*x[3] > x[1] || x[2]*x[3] < x[1] {
+				t.Errorf("%s: min %d sum %d max %d of %d", r.Reason, x[0], x[1], x[2], x[3])
+			}
+		}
+	}
+}
+
+// TestCmpXchg: atomicOp's compare-and-exchange is one (cilium/ebpf
+// encodes asm.CmpXchg.Mem alone as an atomic add): it leaves a value that
+// is not the expected one, replaces one that is, and returns the old
+// value in R0 both times.
+func TestCmpXchg(t *testing.T) {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 16, MaxEntries: 1})
+	if err != nil {
+		t.Skipf("BPF maps: %v", err)
+	}
+	defer m.Close()
+	// ctx[0] is the expected value, ctx[1] the new one; the value is
+	// {word, the R0 after}.
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R6, asm.R1, 0, asm.DWord),
+		asm.LoadMem(asm.R7, asm.R1, 8, asm.DWord),
+		asm.StoreImm(asm.R10, -4, 0, asm.Word),
+	}
+	insns = append(insns, lookup(m.FD(), -4)...)
+	insns = append(insns,
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.Mov.Reg(asm.R8, asm.R0),
+		asm.Mov.Reg(asm.R0, asm.R6),
+		atomicOp(asm.CmpXchg, asm.R8, asm.R7, asm.DWord, 0),
+		asm.StoreMem(asm.R8, 8, asm.R0, asm.DWord),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
+		asm.Return(),
+	)
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, License: "GPL", Instructions: insns})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	defer p.Close()
+	if err := m.Put(uint32(0), [2]uint64{5, 0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ expect, swap, want, old uint64 }{{7, 9, 5, 5}, {5, 9, 9, 5}} {
+		if _, err := p.Run(&ebpf.RunOptions{Context: []uint64{c.expect, c.swap}}); err != nil {
+			t.Skipf("BPF_PROG_TEST_RUN: %v", err)
+		}
+		var v [2]uint64
+		if err := m.Lookup(uint32(0), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v != [2]uint64{c.want, c.old} {
+			t.Errorf("cmpxchg(expect %d, new %d): value %d, R0 %d; want %d and %d", c.expect, c.swap, v[0], v[1], c.want, c.old)
+		}
 	}
 }

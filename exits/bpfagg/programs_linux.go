@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/hist"
@@ -39,7 +40,17 @@ const (
 	sEntered  = 96  // 1 once the thread has entered the guest
 	sSawKern  = 104 // 1 once it has exited from a kernel address
 	sOwner    = 112 // the thread id owning a slot of the slot map (0: free)
-	stateSize = 120
+	// The open row: the thread's row being counted here until its exit
+	// of another row flushes it to the row map (most exits repeat the
+	// one before: the row map's hash lookup is saved). sOPhase is the
+	// row's phase + 1 (0: none); sOCode, sOSub, sODetail its key; sORow a
+	// row value (offsets v*).
+	sOPhase   = 120
+	sOCode    = 128
+	sOSub     = 136
+	sODetail  = 144
+	sORow     = 152
+	stateSize = sORow + rowValueSize
 )
 
 // The phase map's one value (an mmap-able array, so the VMM sets the
@@ -74,10 +85,12 @@ const (
 	rowValueSize
 )
 
-// A histogram value (hist map, keyed by histKey, VM-wide): NumBuckets
-// guest-time counters, then NumBuckets handle-time counters, in
-// exits/hist's bucket layout; vCPUs share it, so it is updated with
-// atomic adds.
+// A histogram value (hist map, keyed by histKey, VM-wide): per bucket of
+// exits/hist's layout a guest-time counter and a handle-time counter side
+// by side (an exit's two times are mostly of a similar size, so the two
+// counters it adds to are mostly on one page, where guest buckets then
+// handle buckets put them on two: each page first touched after a guest
+// exit costs); vCPUs share it, so it is updated with atomic adds.
 const histValueSize = 2 * hist.NumBuckets * 8
 
 // Stack layout (offsets from R10).
@@ -85,14 +98,17 @@ const (
 	offKey     = -32  // row key {u32 tid; u32 phase; u64 code, sub, detail}; the hist key is its last 24 bytes
 	offValue   = -104 // a zeroed row value to insert (72 bytes)
 	offTID     = -112 // the thread id, key of the state map
-	offState   = -224 // a zeroed thread state to insert (112 bytes)
-	offHandle  = -232 // the handling time, across calls
-	offZeroKey = -240 // key 0 of the zero and phase maps
-	offCode    = -248 // kvm_exit's code, sub-code and PC, across calls
-	offSub     = -256
-	offPC      = -264
-	offSMCKey  = -272 // the vCPU index, key of the SMC note map
-	offSlot    = -280 // the thread's slot, key of the slot map
+	offHandle  = -120 // the handling time, across calls
+	offZeroKey = -128 // key 0 of the zero and phase maps
+	offCode    = -136 // kvm_exit's code, sub-code and PC, across calls
+	offSub     = -144
+	offPC      = -152
+	offSMCKey  = -160                 // the vCPU index, key of the SMC note map
+	offSlot    = -168                 // the thread's slot, key of the slot map
+	offFlush   = -200                 // the row key of the open row being flushed
+	offHKey    = -208                 // the histogram key packed in a word (histSlot)
+	offHSlot   = -216                 // its slot, key of the histogram slot map
+	offState   = offHSlot - stateSize // a zeroed thread state to insert
 )
 
 // arg is where a program reads one value of its event: a raw tracepoint's
@@ -111,9 +127,14 @@ type progEnv struct {
 	// slotFD is the slot map: thread states in an array indexed by the
 	// thread id's low bits (slotMask), stateFD the hash map by thread id
 	// for a thread whose slot another holds.
-	slotFD, slotMask    int
-	stateFD, rowFD      int
-	histFD, zeroFD      int
+	slotFD, slotMask int
+	stateFD, rowFD   int
+	histFD, zeroFD   int
+	// histSlotFD is the histogram slot map: VM-wide histograms in an
+	// array of 1<<histSlotBits by their packed key's hash (0: none).
+	histSlotFD, histSlotBits int
+	// addrFD and addrRowFD are the device address maps (0: none).
+	addrFD, addrRowFD   int
 	code, sub           arg
 	regions             []tracepoint.Region
 	detailArg           map[detailKind]arg
@@ -288,20 +309,33 @@ func bucket(label string) asm.Instructions {
 	)
 }
 
-// histAdd atomically adds one to counter (R2's bucket + base) of the
-// histogram value in R9 (R1, R3..R5 scratch).
-func histAdd(base int32, label string) asm.Instructions {
+// histAdd atomically adds one to the guest-time (handle false) or
+// handle-time counter of R2's bucket in the histogram value in R9 (R1,
+// R3..R5 scratch).
+func histAdd(handle bool, label string) asm.Instructions {
 	insns := bucket(label)
-	if base != 0 {
-		insns = append(insns, asm.Add.Imm(asm.R2, base))
+	insns = append(insns, asm.LSh.Imm(asm.R2, 4))
+	if handle {
+		insns = append(insns, asm.Add.Imm(asm.R2, 8))
 	}
 	return append(insns,
-		asm.LSh.Imm(asm.R2, 3),
 		asm.Mov.Reg(asm.R1, asm.R9),
 		asm.Add.Reg(asm.R1, asm.R2),
 		asm.Mov.Imm(asm.R3, 1),
 		asm.StoreXAdd(asm.R1, asm.R3, asm.DWord),
 	)
+}
+
+// atomicOp is op.Mem(dst, src, size, off) with the operation also in the
+// immediate, where the kernel reads it (BPF_ATOMIC: imm is BPF_ADD,
+// BPF_CMPXCHG, ..., | BPF_FETCH; Documentation/bpf/standardization/
+// instruction-set.rst, "Atomic operations"): cilium/ebpf v0.22's Marshal
+// takes the immediate from Constant before it derives it from the opcode,
+// so op.Mem alone is encoded as a plain atomic add for every op.
+func atomicOp(op asm.AtomicOp, dst, src asm.Register, size asm.Size, off int16) asm.Instruction {
+	ins := op.Mem(dst, src, size, off)
+	ins.Constant = int64(op >> 8)
+	return ins
 }
 
 // incState adds one to the state counter at off (state in R7).
@@ -355,9 +389,8 @@ func (e *progEnv) account(withHandle bool, label string) asm.Instructions {
 		)
 	}
 	insns = append(insns, asm.Mov.Imm(asm.R1, 0), asm.StoreMem(asm.R7, sExit, asm.R1, asm.DWord))
-	insns = append(insns, lookupOrInsert(e.rowFD, offKey, offValue, rowValueSize, label+"_row", label+"_rowfull")...)
+	insns = append(insns, e.openRow(label)...)
 	insns = append(insns,
-		asm.Mov.Reg(asm.R9, asm.R0),
 		asm.LoadMem(asm.R3, asm.R9, vCount, asm.DWord),
 		asm.Add.Imm(asm.R3, 1),
 		asm.StoreMem(asm.R9, vCount, asm.R3, asm.DWord),
@@ -372,6 +405,9 @@ func (e *progEnv) account(withHandle bool, label string) asm.Instructions {
 		insns = append(insns, addSample(vHandleSum, vHandleCount, vHandleMin, vHandleMax, label+"_h")...)
 	}
 	if !e.histsOff {
+		if e.histSlotFD != 0 {
+			insns = append(insns, e.histSlot(label)...)
+		}
 		insns = append(insns, lookup(e.histFD, offKey+8)...)
 		insns = append(insns, asm.JNE.Imm(asm.R0, 0, label+"_hfound"))
 		// A histogram is too large for the stack: insert a copy of the
@@ -387,22 +423,111 @@ func (e *progEnv) account(withHandle bool, label string) asm.Instructions {
 			asm.JEq.Imm(asm.R1, 0, label+"_hnoguest"),
 			asm.LoadMem(asm.R2, asm.R7, sGuest, asm.DWord),
 		)
-		insns = append(insns, histAdd(0, label+"_hg")...)
+		insns = append(insns, histAdd(false, label+"_hg")...)
 		insns = append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(label+"_hnoguest"))
 		if withHandle {
 			insns = append(insns, asm.LoadMem(asm.R2, asm.R10, offHandle, asm.DWord))
-			insns = append(insns, histAdd(hist.NumBuckets, label+"_hh")...)
+			insns = append(insns, histAdd(true, label+"_hh")...)
 		}
 		insns = append(insns, asm.Ja.Label(label+"_end"))
 		hdrop := incState(sHistDrop)
 		hdrop[0] = hdrop[0].WithSymbol(label + "_histfull")
 		insns = append(insns, hdrop...)
 	}
-	insns = append(insns, asm.Ja.Label(label+"_end"))
-	drop := incState(sDrops)
-	drop[0] = drop[0].WithSymbol(label + "_rowfull")
-	insns = append(insns, drop...)
 	return append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(label+"_end"))
+}
+
+// openRow leaves in R9 the open row of the state in R7 for the row key at
+// R10+offKey: the open row itself if its key is that one; else, after
+// flushing the open row into the row map (its count goes to sDrops if the
+// map is full), a zeroed open row with that key.
+func (e *progEnv) openRow(label string) asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R10, offKey+4, asm.Word),
+		asm.Add.Imm(asm.R1, 1),
+		asm.LoadMem(asm.R2, asm.R7, sOPhase, asm.DWord),
+		asm.JNE.Reg(asm.R1, asm.R2, label+"_new"),
+	}
+	for i := int16(0); i < 24; i += 8 {
+		insns = append(insns,
+			asm.LoadMem(asm.R1, asm.R10, offKey+8+i, asm.DWord),
+			asm.LoadMem(asm.R2, asm.R7, sOCode+i, asm.DWord),
+			asm.JNE.Reg(asm.R1, asm.R2, label+"_new"),
+		)
+	}
+	insns = append(insns,
+		asm.Ja.Label(label+"_open"),
+		asm.LoadMem(asm.R2, asm.R7, sOPhase, asm.DWord).WithSymbol(label+"_new"),
+		asm.JEq.Imm(asm.R2, 0, label+"_reset"),
+		// Flush: the open row's key, then its numbers into the map's row.
+		asm.Sub.Imm(asm.R2, 1),
+		asm.StoreMem(asm.R10, offFlush+4, asm.R2, asm.Word),
+		asm.LoadMem(asm.R1, asm.R10, offTID, asm.Word),
+		asm.StoreMem(asm.R10, offFlush, asm.R1, asm.Word),
+	)
+	for i := int16(0); i < 24; i += 8 {
+		insns = append(insns,
+			asm.LoadMem(asm.R1, asm.R7, sOCode+i, asm.DWord),
+			asm.StoreMem(asm.R10, offFlush+8+i, asm.R1, asm.DWord),
+		)
+	}
+	insns = append(insns, lookupOrInsert(e.rowFD, offFlush, offValue, rowValueSize, label+"_row", label+"_rowfull")...)
+	insns = append(insns, asm.Mov.Reg(asm.R9, asm.R0))
+	for _, off := range []int16{vCount, vGuestSum, vGuestCount, vHandleSum, vHandleCount} {
+		insns = append(insns,
+			asm.LoadMem(asm.R1, asm.R7, sORow+off, asm.DWord),
+			asm.LoadMem(asm.R2, asm.R9, off, asm.DWord),
+			asm.Add.Reg(asm.R2, asm.R1),
+			asm.StoreMem(asm.R9, off, asm.R2, asm.DWord),
+		)
+	}
+	for _, m := range []struct {
+		minOff, maxOff int16
+	}{{vGuestMin, vGuestMax}, {vHandleMin, vHandleMax}} {
+		lmin, lmax, ldone := fmt.Sprintf("%s_fmin%d", label, m.minOff), fmt.Sprintf("%s_fmax%d", label, m.minOff), fmt.Sprintf("%s_fdone%d", label, m.minOff)
+		insns = append(insns,
+			// Min: 0 is "none" on both sides, as in addSample.
+			asm.LoadMem(asm.R1, asm.R7, sORow+m.minOff, asm.DWord),
+			asm.JEq.Imm(asm.R1, 0, lmax),
+			asm.LoadMem(asm.R2, asm.R9, m.minOff, asm.DWord),
+			asm.JEq.Imm(asm.R2, 0, lmin),
+			asm.JGE.Reg(asm.R1, asm.R2, lmax),
+			asm.StoreMem(asm.R9, m.minOff, asm.R1, asm.DWord).WithSymbol(lmin),
+			asm.LoadMem(asm.R1, asm.R7, sORow+m.maxOff, asm.DWord).WithSymbol(lmax),
+			asm.LoadMem(asm.R2, asm.R9, m.maxOff, asm.DWord),
+			asm.JLE.Reg(asm.R1, asm.R2, ldone),
+			asm.StoreMem(asm.R9, m.maxOff, asm.R1, asm.DWord),
+			asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(ldone),
+		)
+	}
+	insns = append(insns,
+		asm.Ja.Label(label+"_reset"),
+		// The map is full: the open row's exits are not counted.
+		asm.LoadMem(asm.R1, asm.R7, sORow+vCount, asm.DWord).WithSymbol(label+"_rowfull"),
+		asm.LoadMem(asm.R2, asm.R7, sDrops, asm.DWord),
+		asm.Add.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.R7, sDrops, asm.R2, asm.DWord),
+		// A new open row of this key.
+		asm.Mov.Imm(asm.R1, 0).WithSymbol(label+"_reset"),
+	)
+	for off := int16(0); off < rowValueSize; off += 8 {
+		insns = append(insns, asm.StoreMem(asm.R7, sORow+off, asm.R1, asm.DWord))
+	}
+	insns = append(insns,
+		asm.LoadMem(asm.R1, asm.R10, offKey+4, asm.Word),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R7, sOPhase, asm.R1, asm.DWord),
+	)
+	for i := int16(0); i < 24; i += 8 {
+		insns = append(insns,
+			asm.LoadMem(asm.R1, asm.R10, offKey+8+i, asm.DWord),
+			asm.StoreMem(asm.R7, sOCode+i, asm.R1, asm.DWord),
+		)
+	}
+	return append(insns,
+		asm.Mov.Reg(asm.R9, asm.R7).WithSymbol(label+"_open"),
+		asm.Add.Imm(asm.R9, sORow),
+	)
 }
 
 // epilogue returns. A perf tracepoint program returns 1: returning 0
@@ -445,7 +570,7 @@ func (e *progEnv) state(insert bool) asm.Instructions {
 			asm.JNE.Imm(asm.R1, 0, "st_hash"),
 			// R0 = 0: the expected owner; after, the owner found.
 			asm.Mov.Imm(asm.R0, 0),
-			asm.CmpXchg.Mem(asm.R7, asm.R2, asm.DWord, sOwner),
+			atomicOp(asm.CmpXchg, asm.R7, asm.R2, asm.DWord, sOwner),
 			asm.JEq.Imm(asm.R0, 0, "st_have"),
 		)
 	}
@@ -687,8 +812,8 @@ func (e *progEnv) noteEntry() asm.Instructions {
 		asm.LoadMem(asm.R2, asm.R6, gVCPUs, asm.DWord),
 		asm.JLT.Imm(asm.R2, 2, "entered"),
 		// Count this secondary, then look: the last one to add sees all
-		// vCPUs - 1 (an atomic add, then a load: cilium/ebpf's FetchAdd
-		// did not return the old value on the kernels tried).
+		// vCPUs - 1 (an atomic add, then a load: asm.FetchAdd.Mem is
+		// encoded as a plain add, see atomicOp).
 		asm.Mov.Imm(asm.R1, 1),
 		asm.AddAtomic.Mem(asm.R6, asm.R1, asm.DWord, gSecIn),
 		asm.LoadMem(asm.R1, asm.R6, gSecIn, asm.DWord),
@@ -773,7 +898,82 @@ func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
 		asm.Or.Reg(asm.R2, asm.R3),
 		asm.StoreMem(asm.R7, sDetail, asm.R2, asm.DWord),
 	)
+	if kind == detailFault && e.addrFD != 0 {
+		insns = append(insns, e.countAddress()...)
+	}
 	return append(insns, e.epilogue()...), nil
+}
+
+// Device addresses (the addr map, keyed by {sub, key, ipa}: a u64 count;
+// the addr row map, keyed by {sub, key}: distinct addresses kept and
+// exits at addresses past them), as the perf path's Aggregator keeps
+// them: the first tracepoint.MaxAddrsPerRow distinct IPAs of each device row.
+const (
+	offAddrKey = offState - 24 // {sub, key, ipa}; its first 16 bytes are the addr row key
+	offAddrOne = offAddrKey - 8
+	offAddrRow = offAddrOne - 16 // a zeroed addr row value to insert
+)
+
+// countAddress counts the IPA in R4 of the exit the fault event just
+// keyed (its key in R2, the state in R7). A new IPA takes one of its row's
+// MaxAddrsPerRow places, reserved with a compare-and-exchange (tried
+// three times, then it counts as past them).
+func (e *progEnv) countAddress() asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R7, sSub, asm.DWord),
+		asm.StoreMem(asm.R10, offAddrKey, asm.R1, asm.DWord),
+		asm.StoreMem(asm.R10, offAddrKey+8, asm.R2, asm.DWord),
+		asm.StoreMem(asm.R10, offAddrKey+16, asm.R4, asm.DWord),
+	}
+	insns = append(insns, lookup(e.addrFD, offAddrKey)...)
+	insns = append(insns,
+		asm.JEq.Imm(asm.R0, 0, "addrnew"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+		asm.Ja.Label("out"),
+		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("addrnew"),
+	)
+	insns = append(insns, lookupOrInsert(e.addrRowFD, offAddrKey, offAddrRow, 16, "arow", "out")...)
+	insns = append(insns, asm.Mov.Reg(asm.R8, asm.R0))
+	for range 3 {
+		insns = append(insns,
+			asm.LoadMem(asm.R0, asm.R8, 0, asm.DWord),
+			asm.JGE.Imm(asm.R0, tracepoint.MaxAddrsPerRow, "addrmore"),
+			asm.Mov.Reg(asm.R9, asm.R0),
+			asm.Mov.Reg(asm.R1, asm.R0),
+			asm.Add.Imm(asm.R1, 1),
+			atomicOp(asm.CmpXchg, asm.R8, asm.R1, asm.DWord, 0),
+			asm.JEq.Reg(asm.R0, asm.R9, "addrplace"),
+		)
+	}
+	insns = append(insns, asm.Ja.Label("addrmore"))
+	insns = append(insns,
+		asm.Mov.Imm(asm.R1, 1).WithSymbol("addrplace"),
+		asm.StoreMem(asm.R10, offAddrOne, asm.R1, asm.DWord),
+		asm.LoadMapPtr(asm.R1, e.addrFD),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, offAddrKey),
+		asm.Mov.Reg(asm.R3, asm.R10),
+		asm.Add.Imm(asm.R3, offAddrOne),
+		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
+		asm.FnMapUpdateElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		// Not inserted: give the place back; another vCPU added this IPA
+		// meanwhile (EEXIST): count it there; else the map is full.
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.Mov.Imm(asm.R1, -1),
+		asm.StoreXAdd(asm.R8, asm.R1, asm.DWord),
+		asm.JNE.Imm(asm.R9, -int32(unix.EEXIST), "addrmore"),
+	)
+	insns = append(insns, lookup(e.addrFD, offAddrKey)...)
+	return append(insns,
+		asm.JEq.Imm(asm.R0, 0, "addrmore"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+		asm.Ja.Label("out"),
+		asm.Mov.Imm(asm.R1, 1).WithSymbol("addrmore"),
+		asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, 8),
+	)
 }
 
 // inRegion jumps to hit if v lies in r, to miss if below it, and falls
@@ -792,3 +992,92 @@ func inRegion(v, tmp, bound asm.Register, r tracepoint.Region, hit, miss string)
 // sysESRMark marks a SYS64 key that still holds the ESR's ISS (bit 40,
 // above every register key).
 const sysESRMark = 1 << 40
+
+// A histogram slot's value: its owner, the packed key (0: free), then a
+// histogram value.
+const histSlotSize = 8 + histValueSize
+
+// Histogram keys packed in one word for the slot map: 1<<63 | code<<59 |
+// sub<<53 | class<<50 | value, for code < 16, sub < 64, class < 8 and a
+// value below 1<<50 (every arm64 key: exception code, EC, breakdown class,
+// the ISS with sysESRMark, an SMCCC function ID or a region index); other
+// keys use the histogram map.
+const (
+	packCode, packSub, packClass = 59, 53, 50
+	packValueBits                = 50
+)
+
+// histMul is the multiplier of the slot's Fibonacci hash (2^64 / phi).
+const histMul uint64 = 0x9e37_79b9_7f4a_7c15
+
+// histSlot jumps to label+"_hfound" with R0 pointing at the histogram
+// value of the key at R10+offKey+8 in the histogram slot map (claiming
+// the slot with a compare-and-exchange of its owner word), or falls
+// through when the key does not pack or another key holds the slot. As
+// with the thread states, an array lookup is inlined and touches only the
+// value, where a hash lookup also touches the hash code and a bucket.
+func (e *progEnv) histSlot(label string) asm.Instructions {
+	miss := label + "_hmiss"
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R10, offKey+8, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R10, offKey+16, asm.DWord),
+		asm.LoadMem(asm.R3, asm.R10, offKey+24, asm.DWord),
+		asm.JGT.Imm(asm.R1, 15, miss),
+		asm.JGT.Imm(asm.R2, 63, miss),
+		asm.Mov.Reg(asm.R4, asm.R3),
+		asm.RSh.Imm(asm.R4, 56),
+		asm.JGT.Imm(asm.R4, 7, miss),
+		asm.Mov.Reg(asm.R5, asm.R3),
+		asm.LSh.Imm(asm.R5, 8),
+		asm.RSh.Imm(asm.R5, 8),
+		asm.Mov.Reg(asm.R0, asm.R5),
+		asm.RSh.Imm(asm.R0, packValueBits),
+		asm.JNE.Imm(asm.R0, 0, miss),
+		asm.LSh.Imm(asm.R1, packCode),
+		asm.LSh.Imm(asm.R2, packSub),
+		asm.LSh.Imm(asm.R4, packClass),
+		asm.Or.Reg(asm.R5, asm.R1),
+		asm.Or.Reg(asm.R5, asm.R2),
+		asm.Or.Reg(asm.R5, asm.R4),
+		asm.LoadImm(asm.R1, -1<<63, asm.DWord),
+		asm.Or.Reg(asm.R5, asm.R1),
+		asm.StoreMem(asm.R10, offHKey, asm.R5, asm.DWord),
+		asm.LoadImm(asm.R1, asImm(histMul), asm.DWord),
+		asm.Mul.Reg(asm.R5, asm.R1),
+		asm.RSh.Imm(asm.R5, int32(64-e.histSlotBits)),
+		asm.StoreMem(asm.R10, offHSlot, asm.R5, asm.Word),
+		asm.LoadMapPtr(asm.R1, e.histSlotFD),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, offHSlot),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, miss),
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.LoadMem(asm.R1, asm.R9, 0, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R10, offHKey, asm.DWord),
+		asm.JEq.Reg(asm.R1, asm.R2, label+"_hhave"),
+		asm.JNE.Imm(asm.R1, 0, miss),
+		// R0 = 0, the expected owner; after, the owner found (ours if
+		// another vCPU claimed the slot for the same key meanwhile).
+		asm.Mov.Imm(asm.R0, 0),
+		atomicOp(asm.CmpXchg, asm.R9, asm.R2, asm.DWord, 0),
+		asm.JEq.Imm(asm.R0, 0, label+"_hhave"),
+		asm.JNE.Reg(asm.R0, asm.R2, miss),
+		asm.Mov.Reg(asm.R0, asm.R9).WithSymbol(label + "_hhave"),
+		asm.Add.Imm(asm.R0, 8),
+		asm.Ja.Label(label + "_hfound"),
+		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(miss),
+	}
+}
+
+// asImm is u's bits as a 64-bit immediate.
+func asImm(u uint64) int64 { return int64(u) }
+
+// histSlotOf is the slot of packed key p among 1<<bits, as histSlot
+// computes it.
+func histSlotOf(p uint64, bits int) uint32 { return uint32(p * histMul >> (64 - bits)) }
+
+// unpackHistKey undoes histSlot's packing.
+func unpackHistKey(p uint64) histKey {
+	return histKey{Code: p >> packCode & 15, Sub: p >> packSub & 63,
+		Detail: (p>>packClass&7)<<56 | p&(1<<packValueBits-1)}
+}

@@ -555,24 +555,7 @@ func (a *Aggregator) Details() *Details {
 		d.RowLatency[reason] = rl
 		am := map[string][]exits.AddressCount{}
 		for k, m := range rd.addrs {
-			var ac []exits.AddressCount
-			ips := make([]uint64, 0, len(m))
-			for ip := range m {
-				ips = append(ips, ip)
-			}
-			slices.SortFunc(ips, func(x, y uint64) int { return cmp.Or(cmp.Compare(m[y], m[x]), cmp.Compare(x, y)) })
-			var rest uint64
-			for i, ip := range ips {
-				if i < topAddrs {
-					ac = append(ac, exits.AddressCount{Addr: fmt.Sprintf("0x%x", ip), Samples: m[ip]})
-				} else {
-					rest += m[ip]
-				}
-			}
-			if rest += rd.addrMore[k]; rest > 0 {
-				ac = append(ac, exits.AddressCount{Addr: "other", Samples: rest})
-			}
-			am[a.keyName(k)] = ac
+			am[a.keyName(k)] = TopAddresses(m, rd.addrMore[k])
 		}
 		d.Addresses[reason] = am
 		d.PCs[reason] = maps(rd.pcs)
@@ -714,4 +697,28 @@ func PhaseReport(b PhaseBounds, per [NumPhases]map[string]PhaseTotals) ([]exits.
 		}
 	}
 	return out, u
+}
+
+// TopAddresses lists the topAddrs addresses of a device row with the most
+// exits (ties: the lower address first), then "other": the rest of them
+// and more, the exits at addresses past maxAddrsPerRow.
+func TopAddresses(m map[uint64]uint64, more uint64) []exits.AddressCount {
+	var ac []exits.AddressCount
+	ips := make([]uint64, 0, len(m))
+	for ip := range m {
+		ips = append(ips, ip)
+	}
+	slices.SortFunc(ips, func(x, y uint64) int { return cmp.Or(cmp.Compare(m[y], m[x]), cmp.Compare(x, y)) })
+	rest := more
+	for i, ip := range ips {
+		if i < topAddrs {
+			ac = append(ac, exits.AddressCount{Addr: fmt.Sprintf("0x%x", ip), Samples: m[ip]})
+		} else {
+			rest += m[ip]
+		}
+	}
+	if rest > 0 {
+		ac = append(ac, exits.AddressCount{Addr: "other", Samples: rest})
+	}
+	return ac
 }

@@ -11,6 +11,9 @@ const (
 	ClassDev  = classDev
 	// DevUnmapped is the device index of an abort outside every region.
 	DevUnmapped = devUnmapped
+	// MaxAddrsPerRow is how many distinct guest-physical addresses a
+	// device row keeps; exits at others count as "other".
+	MaxAddrsPerRow = maxAddrsPerRow
 )
 
 // BreakdownClass is the breakdown class of an exit's raw reason fields
