@@ -90,20 +90,3 @@ func (m *VM) WriteState(w io.Writer, wait time.Duration) {
 		fmt.Fprintln(w, line)
 	}
 }
-
-// exceptionLevel names PSTATE's mode field M[3:0] (Arm ARM C5.2.18,
-// SPSR_EL2 layout, which KVM's PSTATE register uses).
-func exceptionLevel(pstate uint64) string {
-	switch pstate & 0xf {
-	case 0x0:
-		return "EL0t"
-	case 0x4:
-		return "EL1t"
-	case 0x5:
-		return "EL1h"
-	}
-	if pstate&0x10 != 0 {
-		return "AArch32"
-	}
-	return fmt.Sprintf("mode %#x", pstate&0x1f)
-}
