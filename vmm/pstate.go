@@ -2,7 +2,7 @@ package vmm
 
 import "fmt"
 
-// exceptionLevel names PSTATE's mode field M[3:0] (Arm ARM C5.2.18,
+// exceptionLevel names PSTATE's mode field M[4:0] (Arm ARM C5.2.18,
 // SPSR_EL2 layout, which KVM's PSTATE register uses).
 func exceptionLevel(pstate uint64) string {
 	if pstate&0x10 != 0 { // M[4]: an AArch32 mode
