@@ -270,22 +270,28 @@ func addSample(sum, count, minOff, maxOff int16, label string) asm.Instructions 
 // (hist.Index) without a loop: below 16 the value itself; else the
 // position of the leading one (a binary search of six shifts) and the 4
 // bits below it: (log2(v) - 3) * 16 + (v >> (log2(v) - 4)) & 15, the last
-// bucket from 2^37 ns on. R3, R4 and R5 are scratch.
+// bucket from 2^37 ns on. The search has no branches (a step's shift is
+// s when v >> s is not 0: the sign bit of (v >> s) | -(v >> s)): right
+// after a guest exit every basic block run costs a lookup of its
+// translation in the lab's emulator, more than the arithmetic. R1, R3, R4
+// and R5 are scratch.
 func bucket(label string) asm.Instructions {
 	insns := asm.Instructions{
 		asm.JLT.Imm(asm.R2, 16, label+"_done"),
 		asm.Mov.Reg(asm.R3, asm.R2),
 		asm.Mov.Imm(asm.R4, 0),
 	}
-	for _, s := range []int32{32, 16, 8, 4, 2, 1} {
-		skip := fmt.Sprintf("%s_s%d", label, s)
+	for _, s := range []struct{ shift, log int32 }{{32, 5}, {16, 4}, {8, 3}, {4, 2}, {2, 1}, {1, 0}} {
 		insns = append(insns,
 			asm.Mov.Reg(asm.R5, asm.R3),
-			asm.RSh.Imm(asm.R5, s),
-			asm.JEq.Imm(asm.R5, 0, skip),
-			asm.Mov.Reg(asm.R3, asm.R5),
-			asm.Add.Imm(asm.R4, s),
-			asm.Mov.Reg(asm.R4, asm.R4).WithSymbol(skip),
+			asm.RSh.Imm(asm.R5, s.shift),
+			asm.Mov.Reg(asm.R1, asm.R5),
+			asm.Neg.Imm(asm.R1, 0),
+			asm.Or.Reg(asm.R1, asm.R5),
+			asm.RSh.Imm(asm.R1, 63),
+			asm.LSh.Imm(asm.R1, s.log),
+			asm.RSh.Reg(asm.R3, asm.R1),
+			asm.Add.Reg(asm.R4, asm.R1),
 		)
 	}
 	// R4 = log2(v) >= 4; shift = R4 - 4 (hist's maxShift is 32).
