@@ -1,6 +1,7 @@
 package vmm
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"regexp"
@@ -43,6 +44,7 @@ func DefaultConsoleMarkers() []ConsoleMarker {
 type consoleWatcher struct {
 	w       io.Writer
 	markers []ConsoleMarker
+	prefix  [][]byte // per marker, what a matching line must contain
 
 	mu   sync.Mutex
 	line []byte
@@ -52,7 +54,13 @@ type consoleWatcher struct {
 const maxConsoleLine = 4096
 
 func newConsoleWatcher(w io.Writer, markers []ConsoleMarker) *consoleWatcher {
-	return &consoleWatcher{w: w, markers: markers, seen: map[string]time.Time{}}
+	c := &consoleWatcher{w: w, markers: markers, seen: map[string]time.Time{}}
+	for _, m := range markers {
+		// Every match starts with the literal prefix (regexp.LiteralPrefix).
+		p, _ := m.Re.LiteralPrefix()
+		c.prefix = append(c.prefix, []byte(p))
+	}
+	return c
 }
 
 func (c *consoleWatcher) Write(p []byte) (int, error) {
@@ -76,8 +84,17 @@ func (c *consoleWatcher) match(now time.Time) {
 	if len(c.seen) == len(c.markers) {
 		return
 	}
-	for _, m := range c.markers {
-		if _, ok := c.seen[m.Name]; !ok && m.Re.Match(c.line) {
+	for i, m := range c.markers {
+		if _, ok := c.seen[m.Name]; ok {
+			continue
+		}
+		// A line without the expression's literal prefix cannot match:
+		// most lines then cost a byte search, not a regexp run (whose
+		// code a running VM need not keep mapped, docs/footprint.md).
+		if p := c.prefix[i]; len(p) > 0 && !bytes.Contains(c.line, p) {
+			continue
+		}
+		if m.Re.Match(c.line) {
 			c.seen[m.Name] = now
 		}
 	}

@@ -30,10 +30,11 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 	}
 	m.mu.Unlock()
 	m.prof.rec[v.ID].SetState(userspace.StateRunning)
-	if m.pm != nil {
-		// The boot CPU is ON from the start; a secondary was ON_PENDING
-		// since its CPU_ON.
-		if err := m.pm.Started(v.ID); err != nil && v.ID != 0 {
+	if m.pm != nil && v.ID != 0 {
+		// A secondary was ON_PENDING since its CPU_ON. The boot CPU is
+		// ON from the start: asking would only build an error (and
+		// bring fmt's code back into a running VM, docs/footprint.md).
+		if err := m.pm.Started(v.ID); err != nil {
 			m.log.Error("PSCI start bookkeeping", "vcpu", v.ID, "err", err)
 		}
 	}

@@ -52,27 +52,32 @@ func execSpans(smaps []byte, exe string) ([]span, error) {
 	return out, sc.Err()
 }
 
-// unmapSetupText drops mvm's mappings of its executable's pages (text,
-// read-only data, the pclntab) once setup is done: MADV_DONTNEED on a
-// read-only file mapping only clears the page-table entries; the pages
-// stay in the page cache, shared with every other mvm, and the ones the
-// running VM uses come back at the next touch (a minor fault, with the
-// kernel's fault-around). What cobra, flag parsing, the loaders and
-// the device-tree builder touched then no longer counts in mvm's RSS
-// (docs/footprint.md). It saves page tables, not page cache.
-func unmapSetupText() error {
+// setupText finds mvm's mappings of its executable's read-only pages
+// (text, read-only data, the pclntab) for dropText. It reads
+// /proc/self/smaps, so it runs before the sandbox, which refuses opening
+// /proc files; dropText runs after it, so the sandbox's own assembly is
+// setup too.
+func setupText() ([]span, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	spans, err := execSpans(smaps, exe)
-	if err != nil {
-		return err
-	}
+	return execSpans(smaps, exe)
+}
+
+// dropText drops the mappings setupText found once setup is done:
+// MADV_DONTNEED on a read-only file mapping only clears the page-table
+// entries; the pages stay in the page cache, shared with every other mvm,
+// and the ones the running VM uses come back at the next touch (a minor
+// fault, with the kernel's fault-around). What cobra, flag parsing, the
+// loaders, the device-tree builder and the seccomp assembler touched then
+// no longer counts in mvm's RSS (docs/footprint.md). It saves page
+// tables, not page cache.
+func dropText(spans []span) error {
 	for _, s := range spans {
 		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(s.start), uintptr(s.end-s.start), unix.MADV_DONTNEED); errno != 0 {
 			return fmt.Errorf("madvise %#x-%#x: %w", s.start, s.end, errno)

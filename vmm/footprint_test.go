@@ -75,7 +75,11 @@ func exeRSS(t *testing.T) uint64 {
 // drops, and the code keeps running (the pages come back when touched).
 func TestUnmapSetupText(t *testing.T) {
 	before := exeRSS(t)
-	if err := unmapSetupText(); err != nil {
+	spans, err := setupText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dropText(spans); err != nil {
 		t.Fatal(err)
 	}
 	after := exeRSS(t)

@@ -462,19 +462,24 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	}
 	m.prof.start()
 	// Setup is done: what it allocated (flag parsing, the device tree,
-	// the loaders' buffers) is garbage, and at this heap size no GC has
-	// run yet. Collect it and hand the free pages back, then drop the
-	// executable pages setup touched; the collection comes first because
-	// it walks type data and stack maps itself (docs/footprint.md). The
-	// unmap goes before the sandbox, which refuses opening /proc files.
-	debug.FreeOSMemory()
-	if err := unmapSetupText(); err != nil {
+	// the loaders' buffers, the seccomp filter) is garbage, and at this
+	// heap size no GC has run yet. Collect it and hand the free pages
+	// back, then drop the executable pages setup touched; the collection
+	// comes first because it walks type data and stack maps itself
+	// (docs/footprint.md). The mappings are found before the sandbox,
+	// which refuses opening /proc files, and dropped after it.
+	text, err := setupText()
+	if err != nil {
 		m.log.Debug("executable pages stay mapped", "err", err)
 	}
 	if m.cfg.Seccomp {
 		if err := m.sandbox(); err != nil {
 			return res, err
 		}
+	}
+	debug.FreeOSMemory()
+	if err := dropText(text); err != nil {
+		m.log.Debug("executable pages stay mapped", "err", err)
 	}
 	for {
 		ev := m.boot(ctx)
