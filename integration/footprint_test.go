@@ -4,7 +4,11 @@ package integration
 
 import (
 	"bufio"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,17 +95,20 @@ type footprint struct {
 	anon, binFile, otherFile uint64
 	// top are the largest non-guest mappings, for the log.
 	top []mapping
-	// heapTHPOff: mvm runs with GODEBUG disablethp=1 (cmd/mvm re-executes
-	// itself with it).
-	heapTHPOff bool
+	// sections: the binary's resident pages by ELF section.
+	sections map[string]uint64
+	// godebug: mvm's GODEBUG (cmd/mvm re-executes itself with the
+	// runtime settings its footprint needs, godebug_linux.go).
+	godebug string
 }
 
 func (f footprint) overhead() uint64 { return f.rss - f.guest }
 
 func (f footprint) String() string {
 	mib := func(b uint64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
-	return fmt.Sprintf("overhead %s = anonymous %s + mvm binary file %s + other %s (RSS %s, guest RAM resident %s)",
-		mib(f.overhead()), mib(f.anon), mib(f.binFile), mib(f.otherFile), mib(f.rss), mib(f.guest))
+	return fmt.Sprintf("overhead %s = anonymous %s + mvm binary file %s + other %s (RSS %s, guest RAM resident %s; binary resident: .text %s, .rodata %s, .gopclntab %s)",
+		mib(f.overhead()), mib(f.anon), mib(f.binFile), mib(f.otherFile), mib(f.rss), mib(f.guest),
+		mib(f.sections[".text"]), mib(f.sections[".rodata"]), mib(f.sections[".gopclntab"]))
 }
 
 // measureFootprint reads pid's smaps. The guest RAM mapping is the one
@@ -138,7 +145,67 @@ func measureFootprint(pid int, bin string, guestSize uint64) (footprint, error) 
 	}
 	slices.SortFunc(rest, func(a, b mapping) int { return int(b.rss>>10) - int(a.rss>>10) })
 	f.top = rest[:min(len(rest), 8)]
+	if f.sections, err = binarySections(pid, bin, maps); err != nil {
+		return f, err
+	}
 	return f, nil
+}
+
+// binarySections counts the resident pages of pid's mappings of its
+// executable bin by the ELF section they hold (.text, .rodata,
+// .gopclntab, ...), from /proc/PID/pagemap (pagemap.rst: bit 63, page
+// present) and the file offsets of bin's PT_LOAD segments: which part of
+// the binary a running mvm keeps mapped.
+func binarySections(pid int, bin string, maps []mapping) (map[string]uint64, error) {
+	ef, err := elf.Open(bin)
+	if err != nil {
+		return nil, err
+	}
+	defer ef.Close()
+	pm, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer pm.Close()
+	section := func(foff uint64) string {
+		for _, p := range ef.Progs {
+			if p.Type != elf.PT_LOAD || foff < p.Off || foff >= p.Off+p.Filesz {
+				continue
+			}
+			va := p.Vaddr + foff - p.Off
+			for _, sec := range ef.Sections {
+				if sec.Addr != 0 && va >= sec.Addr && va < sec.Addr+sec.Size {
+					return sec.Name
+				}
+			}
+		}
+		return "other"
+	}
+	out := map[string]uint64{}
+	page := uint64(os.Getpagesize())
+	for _, m := range maps {
+		f := strings.Fields(m.header)
+		if m.path != bin || len(f) < 3 {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		off, err3 := strconv.ParseUint(f[2], 16, 64)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return nil, fmt.Errorf("smaps %q: %w", m.header, err)
+		}
+		entries := make([]byte, (end-start)/page*8)
+		if _, err := pm.ReadAt(entries, int64(start/page*8)); err != nil {
+			return nil, fmt.Errorf("pagemap: %w", err)
+		}
+		for i := uint64(0); i < uint64(len(entries))/8; i++ {
+			if binary.LittleEndian.Uint64(entries[8*i:])&(1<<63) != 0 {
+				out[section(off+i*page)] += page
+			}
+		}
+	}
+	return out, nil
 }
 
 // footprintInitrd is the test init with a command that says it is up and
@@ -196,7 +263,11 @@ func footprintBoot(tb testing.TB, initrd string, settle time.Duration, extra ...
 	}
 	f, err := measureFootprint(cmd.Process.Pid, abs, 128<<20)
 	if env, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid)); rerr == nil {
-		f.heapTHPOff = strings.Contains(string(env), "disablethp=1")
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+				f.godebug = v
+			}
+		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	go func() {
@@ -211,11 +282,12 @@ func footprintBoot(tb testing.TB, initrd string, settle time.Duration, extra ...
 }
 
 // footprintBudget is mvm's RSS beyond resident guest RAM after a 1-vCPU
-// 128 MiB Linux boot that the test allows. The aim is 5 MiB
-// (Firecracker's bound); measured 5.5-7.0 MiB in the lab (docs/footprint.md),
-// so 8 MiB catches either cut undone: the heap back on huge pages (+4 MiB)
-// or setup's text kept mapped (+3.5 MiB), or Prometheus' client back (+2).
-const footprintBudget = 8 << 20
+// 128 MiB Linux boot that the test allows: the aim, 5 MiB (Firecracker's
+// bound). Measured 4.12-4.34 MiB in the lab (docs/footprint.md), so it
+// leaves 0.65 MiB and catches any cut undone: the heap back on huge pages
+// (+4 MiB), setup's text kept mapped (+3.5), Prometheus' client back (+2),
+// preemption signals back (+1.3).
+const footprintBudget = 5 << 20
 
 // TestFootprint boots Linux on 1 vCPU with 128 MiB, and once the guest's
 // userspace runs, reads mvm's /proc/PID/smaps from outside: RSS minus the
@@ -223,11 +295,17 @@ const footprintBudget = 8 << 20
 func TestFootprint(t *testing.T) {
 	f := footprintBoot(t, footprintInitrd(t), time.Second)
 	t.Log(f)
+	names := slices.Sorted(maps.Keys(f.sections))
+	for _, n := range names {
+		t.Logf("  binary %-12s %5d KiB resident", n, f.sections[n]>>10)
+	}
 	for _, m := range f.top {
 		t.Logf("  %6d KiB rss %6d KiB anon  %s", m.rss>>10, m.anon>>10, m.header)
 	}
-	if !f.heapTHPOff {
-		t.Errorf("mvm runs without GODEBUG=disablethp=1: its heap gets huge pages")
+	for _, want := range []string{"disablethp=1", "asyncpreemptoff=1"} {
+		if !slices.Contains(strings.Split(f.godebug, ","), want) {
+			t.Errorf("mvm runs with GODEBUG=%q, without %s (docs/footprint.md)", f.godebug, want)
+		}
 	}
 	if f.overhead() > footprintBudget {
 		t.Errorf("mvm overhead %.2f MiB, budget %.2f MiB", float64(f.overhead())/(1<<20), float64(footprintBudget)/(1<<20))

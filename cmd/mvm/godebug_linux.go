@@ -10,28 +10,43 @@ import (
 	"time"
 )
 
-// noHeapTHP makes the Go heap use small pages: it re-executes mvm, once,
-// with GODEBUG=disablethp=1 added, and returns only when it does not (the
-// setting is there already, or the exec failed; mvm then runs as it is).
+// runtimeSettings are the Go runtime settings mvm runs with, for its
+// footprint (docs/footprint.md). The runtime reads GODEBUG once at start,
+// and neither can be set by //go:debug, hence the exec in
+// withRuntimeSettings.
 //
-// Why: with transparent huge pages set to "always" (Debian's default), a
-// fault anywhere in a 2 MiB stretch of the heap arena maps a whole huge
-// page, and khugepaged (max_ptes_none 511) fills in the rest, so mvm's
-// ~1.5 MiB of heap held 6 MiB resident (docs/footprint.md). The runtime's
-// disablethp setting (https://go.dev/issue/64332) marks the heap
-// MADV_NOHUGEPAGE; it is read once at start and cannot be set by
-// //go:debug, hence the exec. Guest RAM is mvm's own mapping and keeps
-// huge pages. An explicit disablethp in GODEBUG is left as it is. The
-// exec costs a few milliseconds (a second runtime start and package init),
-// so start, when this process began, goes along (startEnv) and the boot
-// phases still count from it.
-func noHeapTHP(start time.Time) {
+//   - disablethp=1: the Go heap on small pages. With transparent huge
+//     pages set to "always" (Debian's default), a fault anywhere in a
+//     2 MiB stretch of the heap arena maps a whole huge page, and
+//     khugepaged (max_ptes_none 511) fills in the rest, so mvm's ~1.5 MiB
+//     of heap held 6 MiB resident. The setting (https://go.dev/issue/64332)
+//     marks the heap MADV_NOHUGEPAGE. Guest RAM is mvm's own mapping and
+//     keeps huge pages.
+//   - asyncpreemptoff=1: no signal-based goroutine preemption. Each
+//     preemption signal makes the runtime look up the interrupted PC in
+//     the function tables (pclntab) to see whether it may stop there; on
+//     a busy host sysmon sends them to goroutines whose threads wait for
+//     a CPU, so a running VM kept touching the tables at random places
+//     and ~1.3 MiB of them stayed resident, with the kernel's fault-around.
+//     mvm's goroutines block in system calls (KVM_RUN, reads, futexes),
+//     where they are preempted anyway, and its loops call functions, where
+//     cooperative preemption stops them; no loop of mvm's runs long without
+//     either.
+func runtimeSettings() []string { return []string{"disablethp=1", "asyncpreemptoff=1"} }
+
+// withRuntimeSettings re-executes mvm, once, with the runtimeSettings
+// missing from GODEBUG added, and returns only when it does not (they are
+// all there already, or the exec failed; mvm then runs as it is). A setting
+// given in GODEBUG explicitly is left as it is. The exec costs a few
+// milliseconds (a second runtime start and package init), so start, when
+// this process began, goes along (startEnv) and the boot phases still
+// count from it. Commands mvm starts (mvm profile's) inherit GODEBUG; only
+// Go programs read it.
+func withRuntimeSettings(start time.Time) {
 	godebug := os.Getenv("GODEBUG")
-	if strings.Contains(","+godebug, ",disablethp=") {
+	godebug, changed := withSettings(godebug)
+	if !changed {
 		return
-	}
-	if godebug != "" {
-		godebug += ","
 	}
 	env := os.Environ()
 	for i := 0; i < len(env); i++ {
@@ -40,7 +55,26 @@ func noHeapTHP(start time.Time) {
 			i--
 		}
 	}
-	env = append(env, "GODEBUG="+godebug+"disablethp=1", startEnv+"="+strconv.FormatInt(start.UnixNano(), 10))
+	env = append(env, "GODEBUG="+godebug, startEnv+"="+strconv.FormatInt(start.UnixNano(), 10))
 	// /proc/self/exe is this very binary even if its path has changed.
 	syscall.Exec("/proc/self/exe", os.Args, env)
+}
+
+// withSettings returns godebug with the runtimeSettings whose keys it does
+// not name added, and whether it added any.
+func withSettings(godebug string) (string, bool) {
+	var add []string
+	for _, s := range runtimeSettings() {
+		key, _, _ := strings.Cut(s, "=")
+		if !strings.Contains(","+godebug, ","+key+"=") {
+			add = append(add, s)
+		}
+	}
+	if len(add) == 0 {
+		return godebug, false
+	}
+	if godebug != "" {
+		godebug += ","
+	}
+	return godebug + strings.Join(add, ","), true
 }

@@ -4,5 +4,5 @@ package main
 
 import "time"
 
-// noHeapTHP: transparent huge pages are Linux's (heapthp_linux.go).
-func noHeapTHP(time.Time) {}
+// withRuntimeSettings: the settings are for Linux (godebug_linux.go).
+func withRuntimeSettings(time.Time) {}

@@ -30,7 +30,7 @@ type usageError struct{ error }
 
 func main() {
 	start := time.Now()
-	noHeapTHP(start)
+	withRuntimeSettings(start)
 	start = startBeforeExec(start)
 	root := newRootCmd(start)
 	err := root.Execute()

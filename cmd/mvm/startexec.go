@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// startEnv carries, across noHeapTHP's exec, when the first process
+// startEnv carries, across withRuntimeSettings' exec, when the first process
 // started (Unix nanoseconds).
 const startEnv = "MVM_START_UNIXNANO"
 
 // startBeforeExec returns when mvm started: now, or the first process's
-// start from startEnv when this process is noHeapTHP's exec, moved onto
+// start from startEnv when this process is withRuntimeSettings' exec, moved onto
 // now's monotonic clock. It clears startEnv, so that nothing mvm starts
 // inherits it. A value in the future or more than a minute old is not
 // ours and is ignored.
