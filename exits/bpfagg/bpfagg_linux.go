@@ -304,18 +304,28 @@ func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 			progs = append(progs, prog{d.event, insns})
 		}
 	}
-	var events []string
+	// Every program is loaded (the verifier's walk is the slow part:
+	// tens of milliseconds each in the lab) before any is attached, so
+	// counting starts within a few system calls of the caller's next step
+	// (mvm profile --pid takes the KVM stats baseline right after; the
+	// tracepoints must cover that window, and not much more).
+	loaded := make([]*ebpf.Program, 0, len(progs))
 	for _, p := range progs {
 		pr, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "mvm_" + shortName(p.name), Type: typ, License: "GPL", Instructions: p.insns})
 		if err != nil {
 			return permErr("load the BPF program for kvm:"+p.name, err)
 		}
 		c.progs = append(c.progs, pr)
+		loaded = append(loaded, pr)
+	}
+	var events []string
+	for i, p := range progs {
 		var l link.Link
+		var err error
 		if raw {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: p.name, Program: pr})
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: p.name, Program: loaded[i]})
 		} else {
-			l, err = link.Tracepoint("kvm", p.name, pr, nil)
+			l, err = link.Tracepoint("kvm", p.name, loaded[i], nil)
 		}
 		if err != nil {
 			return permErr("attach the BPF program to kvm:"+p.name, err)
