@@ -113,13 +113,13 @@ lab-test: $(LAB_FILES) $(MODULE_FILES)
 	MVM_LAB_OUT=$(abspath $(LAB_OUT)) MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
 	MVM_TESTHOOKS_BIN=$(abspath $(OUT)/arm64/mvm-testhooks) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) \
-	$(OUT)/arm64/integration.test -test.v -test.run '$(LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
+	$(OUT)/arm64/integration.test -test.v -test.run '$(value LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
 else
 lab-test: $(LAB_FILES) $(MODULE_FILES) $(LAB_CPIO) | lab-deps
 	rm -rf $(LAB_OUT)
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) -out $(LAB_OUT) \
 	  $(LAB_ADD) $(foreach f,$(LAB_CPIO),-cpio $(f)) \
-	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_LAB_OUT=$$LAB_OUT $(LAB_ENV) /lab/integration.test -test.v -test.run "$(LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
+	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_LAB_OUT=$$LAB_OUT $(LAB_ENV) /lab/integration.test -test.v -test.run "$(value LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
 endif
 
 # The HTML reports of the lab's runs, rendered by a real browser (Debian's
@@ -167,13 +167,13 @@ bench: $(LAB_BENCH) $(MODULE_FILES) $(BENCH_CPIO) | lab-deps
 ifeq ($(NATIVE),yes)
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
 	MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
-	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
+	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(value BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
 	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) $(foreach f,$(BENCH_CPIO),-cpio $(f)) \
 	  -run 'export $(if $(BENCH_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
-	    /lab/integration.test -test.run "^$$" -test.bench "$(BENCH_RUN)" -test.benchtime $(BENCHTIME) -test.timeout 60m'
+	    /lab/integration.test -test.run "^$$" -test.bench "$(value BENCH_RUN)" -test.benchtime $(BENCHTIME) -test.timeout 60m'
 endif
 
 clean:
