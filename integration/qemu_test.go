@@ -152,9 +152,14 @@ func TestQEMUProfileCommand(t *testing.T) {
 
 	compareBPFDetail(t, out)
 
-	// mvm's status is the command's.
-	if r := mvm(t, time.Minute, "profile", "--", "sh", "-c", "exit 3"); r.code != 3 {
-		t.Errorf("mvm profile -- sh -c 'exit 3': status %d, stderr %q", r.code, r.stderr)
+	// mvm's status is the command's, and the command gets the GODEBUG mvm
+	// was started with (none here), not mvm's own runtime settings.
+	r = mvm(t, time.Minute, "profile", "--", "sh", "-c", `echo "godebug=[${GODEBUG-unset}]"; exit 3`)
+	if r.code != 3 {
+		t.Errorf("mvm profile -- sh -c '... exit 3': status %d, stderr %q", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "godebug=[unset]") {
+		t.Errorf("the command's GODEBUG: %q, want it unset as it was for mvm", r.stdout)
 	}
 }
 

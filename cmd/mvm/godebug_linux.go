@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,24 +41,62 @@ func runtimeSettings() []string { return []string{"disablethp=1", "asyncpreempto
 // given in GODEBUG explicitly is left as it is. The exec costs a few
 // milliseconds (a second runtime start and package init), so start, when
 // this process began, goes along (startEnv) and the boot phases still
-// count from it. Commands mvm starts (mvm profile's) inherit GODEBUG; only
-// Go programs read it.
+// count from it. The GODEBUG the user gave (or its absence) goes along in
+// godebugBeforeEnv, so that commands mvm starts (mvm profile's) get it
+// back instead of mvm's settings (childEnviron).
 func withRuntimeSettings(start time.Time) {
-	godebug := os.Getenv("GODEBUG")
-	godebug, changed := withSettings(godebug)
+	before, had := os.LookupEnv("GODEBUG")
+	godebug, changed := withSettings(before)
 	if !changed {
 		return
 	}
-	env := os.Environ()
-	for i := 0; i < len(env); i++ {
-		if strings.HasPrefix(env[i], "GODEBUG=") || strings.HasPrefix(env[i], startEnv+"=") {
-			env = append(env[:i], env[i+1:]...)
-			i--
-		}
+	saved := "unset"
+	if had {
+		saved = "set:" + before
 	}
-	env = append(env, "GODEBUG="+godebug, startEnv+"="+strconv.FormatInt(start.UnixNano(), 10))
+	env := withoutVars(os.Environ(), "GODEBUG", startEnv, godebugBeforeEnv)
+	env = append(env, "GODEBUG="+godebug, startEnv+"="+strconv.FormatInt(start.UnixNano(), 10), godebugBeforeEnv+"="+saved)
 	// /proc/self/exe is this very binary even if its path has changed.
 	syscall.Exec("/proc/self/exe", os.Args, env)
+}
+
+// godebugBeforeEnv carries, across withRuntimeSettings' exec, the GODEBUG
+// mvm was started with: "set:VALUE", or "unset".
+const godebugBeforeEnv = "MVM_GODEBUG_BEFORE"
+
+// childEnviron is the environment for a command mvm starts: mvm's own,
+// with GODEBUG as the user gave it (mvm's runtime settings are for mvm;
+// asyncpreemptoff in another Go program would change how it runs). nil
+// means mvm's environment as it is (no exec added settings).
+func childEnviron() []string { return childEnvironFrom(os.Environ()) }
+
+func childEnvironFrom(environ []string) []string {
+	saved, ok := "", false
+	for _, kv := range environ {
+		if v, found := strings.CutPrefix(kv, godebugBeforeEnv+"="); found {
+			saved, ok = v, true
+		}
+	}
+	if !ok {
+		return nil
+	}
+	env := withoutVars(environ, "GODEBUG", godebugBeforeEnv)
+	if v, set := strings.CutPrefix(saved, "set:"); set {
+		env = append(env, "GODEBUG="+v)
+	}
+	return env
+}
+
+// withoutVars returns environ without the variables named.
+func withoutVars(environ []string, names ...string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // withSettings returns godebug with the runtimeSettings whose keys it does

@@ -2,7 +2,10 @@
 
 package main
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // The settings mvm needs are added once; a key the user gave is kept
 // with the user's value, and a key that merely ends like one does not
@@ -24,6 +27,26 @@ func TestWithSettings(t *testing.T) {
 		}
 		if again, ch := withSettings(out); again != out || ch {
 			t.Errorf("withSettings(%q) changes it again: %q", out, again)
+		}
+	}
+}
+
+// A command mvm starts gets the GODEBUG mvm was started with, not mvm's
+// runtime settings: the user's value back, or none if there was none; with
+// no exec (no saved value) mvm's environment is passed on as it is.
+func TestChildEnviron(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		environ []string
+		want    []string
+	}{
+		{"unset before", []string{"PATH=/bin", "GODEBUG=disablethp=1,asyncpreemptoff=1", godebugBeforeEnv + "=unset"}, []string{"PATH=/bin"}},
+		{"user's value", []string{"GODEBUG=gctrace=1,disablethp=1,asyncpreemptoff=1", "HOME=/root", godebugBeforeEnv + "=set:gctrace=1"}, []string{"HOME=/root", "GODEBUG=gctrace=1"}},
+		{"set but empty", []string{"GODEBUG=disablethp=1,asyncpreemptoff=1", godebugBeforeEnv + "=set:"}, []string{"GODEBUG="}},
+		{"no exec", []string{"GODEBUG=disablethp=1,asyncpreemptoff=1"}, nil},
+	} {
+		if got := childEnvironFrom(c.environ); !slices.Equal(got, c.want) {
+			t.Errorf("%s: childEnvironFrom(%q) = %q, want %q", c.name, c.environ, got, c.want)
 		}
 	}
 }

@@ -181,7 +181,7 @@ func runProfile(cmd *cobra.Command, f *profileFlags, args []string) error {
 	}()
 
 	cfg := attach.Config{
-		PID: f.pid, Command: args, Sources: f.sources,
+		PID: f.pid, Command: args, Env: childEnviron(), Sources: f.sources,
 		Duration: f.duration, Interval: f.interval,
 		MetricsAddr: f.metricsAddr, Logger: log, Via: f.via,
 		Started: func(pid int) { cmdPID <- pid },

@@ -36,6 +36,8 @@ type Config struct {
 	// Stdin, Stdout and Stderr of the command (nil: mvm's own).
 	Stdin          *os.File
 	Stdout, Stderr *os.File
+	// Env is the command's environment (nil: mvm's own).
+	Env []string
 	// Sources limits the profile to these sources (exits.SourceKVMStats,
 	// exits.SourceTracepoint); empty means all.
 	Sources []string
@@ -272,6 +274,7 @@ func (r *run) openBPF(pid int) {
 func (r *run) startCommand() error {
 	c := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = orStd(r.cfg.Stdin, os.Stdin), orStd(r.cfg.Stdout, os.Stdout), orStd(r.cfg.Stderr, os.Stderr)
+	c.Env = r.cfg.Env
 	st, err := kvmproc.Start(c)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", r.cfg.Command[0], err)
