@@ -22,7 +22,7 @@ func newExitClock() exitClock {
 		return exitClock{base: time.Now(), nsPerTick: 1, runtimeClock: true}
 	}
 	base := time.Now()
-	return exitClock{base: base, baseTicks: counter(), nsPerTick: 1e9 / float64(f), rebaseTicks: f}
+	return exitClock{base: base, baseTicks: counter(), nsPerTick: 1e9 / float64(f)}
 }
 
 func (c *exitClock) ticks() uint64 {

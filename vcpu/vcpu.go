@@ -514,9 +514,6 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		}
 		t1 := clk.ticks()
 		h.Exited(v, reason, v.ExitKey, clk.since(t0, t1), clk.at(t1))
-		if clk.stale(t1) {
-			clk = newExitClock()
-		}
 		if next != Continue {
 			return next, nil
 		}
