@@ -453,11 +453,14 @@ func stopped(stop <-chan struct{}) bool {
 	}
 }
 
-// runGuest is the KVM_RUN loop of one power-on period. An exit reads the
-// clock twice, each a counter read (exitClock): time.Now was three reads
-// of the vDSO clock, visible in the lab's MMIO round trip.
+// runGuest is the KVM_RUN loop of one power-on period.
+//
+// An exit reads the clock twice, monotonic only: time.Now reads it twice
+// (wall and monotonic), and at one vDSO call each in the lab's emulated
+// machine three Nows per exit were a visible part of a userspace MMIO round
+// trip (BenchmarkMMIOExit). The moments are base plus the monotonic offset.
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
-	clk := newExitClock()
+	base := time.Now()
 	for {
 		// Clear immediate_exit before the stop check: a kick that lands
 		// after the check sets it again and KVM_RUN returns at once.
@@ -466,8 +469,8 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			return Halt, nil
 		}
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
-		t0 := clk.ticks()
-		v.LastExit = clk.at(t0)
+		t0 := time.Since(base)
+		v.LastExit = base.Add(t0)
 		v.lastExitNS.Store(int64(v.LastExit.Sub(v.origin)))
 		if v.inspect.Load() != nil {
 			// Any exit will do: the kick's EINTR, or a natural exit when
@@ -476,8 +479,8 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		}
 		if errno != 0 {
 			if errno == unix.EINTR || errno == unix.EAGAIN {
-				t1 := clk.ticks()
-				h.Exited(v, kvm.ExitIntr, -1, clk.since(t0, t1), clk.at(t1))
+				t1 := time.Since(base)
+				h.Exited(v, kvm.ExitIntr, -1, t1-t0, base.Add(t1))
 				continue
 			}
 			if errno == unix.ENOSYS {
@@ -512,8 +515,8 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		default:
 			return Halt, v.fault("unhandled exit", fmt.Sprintf("exit reason %d", reason))
 		}
-		t1 := clk.ticks()
-		h.Exited(v, reason, v.ExitKey, clk.since(t0, t1), clk.at(t1))
+		t1 := time.Since(base)
+		h.Exited(v, reason, v.ExitKey, t1-t0, base.Add(t1))
 		if next != Continue {
 			return next, nil
 		}
