@@ -461,6 +461,7 @@ func stopped(stop <-chan struct{}) bool {
 // takes no more. The moments are base plus the monotonic offset.
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 	base := time.Now()
+	baseOff := base.Sub(v.origin) // base as lastExitNS counts it
 	for {
 		// Clear immediate_exit before the stop check: a kick that lands
 		// after the check sets it again and KVM_RUN returns at once.
@@ -471,7 +472,7 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
 		t0 := time.Since(base)
 		v.LastExit = base.Add(t0)
-		v.lastExitNS.Store(int64(v.LastExit.Sub(v.origin)))
+		v.lastExitNS.Store(int64(baseOff + t0))
 		if v.inspect.Load() != nil {
 			// Any exit will do: the kick's EINTR, or a natural exit when
 			// the kick landed while this thread was out of KVM_RUN.

@@ -20,7 +20,7 @@ import (
 // and, for a vCPU that is running, its guest PC and
 // exception level, read on its own thread (vcpu.Inspect). A vCPU that does
 // not answer within wait is reported as such: it is stuck in mvm's handler
-// of an exit, not in the guest. The guest loses one exit per vCPU.
+// of an exit, not in the guest. The guest sees one more exit per vCPU.
 func (m *VM) WriteState(w io.Writer, wait time.Duration) {
 	n := len(m.cpus)
 	snaps := make([]vcpu.Snapshot, n)
@@ -41,7 +41,6 @@ func (m *VM) WriteState(w io.Writer, wait time.Duration) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, c := range m.cpus {
-		i := i
 		wg.Add(1)
 		if asked[i] = c.v.Inspect(func(s vcpu.Snapshot) {
 			mu.Lock()
