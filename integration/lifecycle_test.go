@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +46,7 @@ func TestSignalStopsSpinningGuest(t *testing.T) {
 	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
 		t.Run(c.sig.String(), func(t *testing.T) {
 			cmd := exec.Command(env(t, "MVM_BIN"), "run", "--kernel", payload(t, "spin.bin"), "--cpus", "2")
-			var out, errb bytes.Buffer
+			var out, errb lockedBuffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -86,7 +85,7 @@ func TestSignalStopsSpinningGuest(t *testing.T) {
 // checkStateDump: kill -USR1 makes mvm print each vCPU's state and lets the
 // guest run on. spin.bin spins on vCPU 0 in its first page of RAM at EL1
 // and never starts vCPU 1, which stays parked (PSCI OFF with PSCI in mvm).
-func checkStateDump(t *testing.T, cmd *exec.Cmd, errb *bytes.Buffer) {
+func checkStateDump(t *testing.T, cmd *exec.Cmd, errb *lockedBuffer) {
 	t.Helper()
 	cmd.Process.Signal(syscall.SIGUSR1)
 	deadline := time.Now().Add(10 * time.Second)
