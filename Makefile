@@ -28,11 +28,15 @@ MODULE_FILES := $(patsubst %,$(CACHE)/modules/%.ko,$(MODULES))
 ROOTFS    := $(OUT)/lab/root.ext4
 
 # Files the integration tests find through MVM_* environment variables.
-LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/mvm-testhooks $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox $(ROOTFS)
+# The lab kernel's symbol files (lab/fetch-symbols.sh, from its -dbg package):
+# the --guest-symbols tests read a vmlinux ELF and a System.map.
+SYMBOL_FILES := $(CACHE)/vmlinux.sym $(CACHE)/System.map
+LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/mvm-testhooks $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox $(ROOTFS) \
+	$(SYMBOL_FILES)
 LAB_ADD   := $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
 	$(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f)))
 LAB_ENV   := MVM_BIN=/lab/mvm MVM_TESTHOOKS_BIN=/lab/mvm-testhooks MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox \
-	MVM_MODULES=/lab/modules MVM_ROOTFS=/lab/root.ext4
+	MVM_MODULES=/lab/modules MVM_ROOTFS=/lab/root.ext4 MVM_LINUX_VMLINUX=/lab/vmlinux.sym MVM_LINUX_SYSTEM_MAP=/lab/System.map
 # QEMU for arm64 (qemu-system-aarch64 with its libraries, 70 MB, lab/fetch-qemu.sh),
 # the VMM that mvm profile's tests profile. It goes into the lab only when the
 # tests run need it (all of them, or a LAB_RUN that names QEMU): LAB_QEMU=yes|no
@@ -81,9 +85,11 @@ lab-deps:
 	@bash lab/host-deps.sh
 
 # Debian trixie's arm64 kernel and busybox, downloaded once into $(CACHE).
-lab-fetch: $(CACHE)/vmlinuz $(MODULE_FILES) $(QEMU_CPIO)
+lab-fetch: $(CACHE)/vmlinuz $(MODULE_FILES) $(QEMU_CPIO) $(SYMBOL_FILES)
 $(CACHE)/vmlinuz $(CACHE)/busybox $(MODULE_FILES): | lab-deps
 	bash lab/fetch.sh $(CACHE)
+$(SYMBOL_FILES): | $(CACHE)/vmlinuz lab-deps
+	bash lab/fetch-symbols.sh $(CACHE)
 $(QEMU_CPIO): | lab-deps
 	bash lab/fetch-qemu.sh $(CACHE)
 
@@ -113,6 +119,7 @@ lab-test: $(LAB_FILES) $(MODULE_FILES)
 	MVM_LAB_OUT=$(abspath $(LAB_OUT)) MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
 	MVM_TESTHOOKS_BIN=$(abspath $(OUT)/arm64/mvm-testhooks) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) \
+	MVM_LINUX_VMLINUX=$(abspath $(CACHE)/vmlinux.sym) MVM_LINUX_SYSTEM_MAP=$(abspath $(CACHE)/System.map) \
 	$(OUT)/arm64/integration.test -test.v -test.run '$(value LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
 else
 lab-test: $(LAB_FILES) $(MODULE_FILES) $(LAB_CPIO) | lab-deps

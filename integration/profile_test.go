@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,17 +100,18 @@ func (p profileJSON) stat(vcpu, name string) (uint64, bool) {
 // same thing — each return from the guest to KVM — from two independent
 // kernel interfaces.
 //
-// The same boot checks the guest-code view: with the lab kernel's own
-// /proc/kallsyms as --guest-symbols (the nested guest boots the same
-// Image, at another KASLR offset, which mvm finds from VBAR_EL1), every
-// function the report names exists in that symbol table and the WFI exits
-// come from the idle loop.
+// The same boot checks the guest-code view with the kernel's vmlinux ELF
+// as --guest-symbols (from its Debian -dbg package, lab/fetch-symbols.sh:
+// link addresses, so mvm must find the boot's KASLR offset from VBAR_EL1
+// and the ELF's `vectors`): every function the report names exists in
+// that kernel's System.map, and the WFI exits come from the idle loop.
+// TestProfileUserspaceWithoutMarker does the same with a /proc/kallsyms
+// dump.
 func TestProfileSourcesAgree(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "profile.json")
-	syms := labKallsyms(t)
 	r := mvm(t, 4*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", testInitrd(t),
 		"--cpus", "4", "--append", "quiet", "--console", "none",
-		"--profile", "--profile-format", "json", "--profile-out", out, "--guest-symbols", syms)
+		"--profile", "--profile-format", "json", "--profile-out", out, "--guest-symbols", env(t, "MVM_LINUX_VMLINUX"))
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
 	}
@@ -149,7 +151,10 @@ func TestProfileSourcesAgree(t *testing.T) {
 	}
 	rep := readReport(t, out)
 	checkLinuxBreakdown(t, rep)
-	checkGuestCode(t, rep, syms)
+	checkGuestCode(t, rep, env(t, "MVM_LINUX_SYSTEM_MAP"), true)
+	// The MMU-off cache clean before the first CPU_ON reads CTR_EL0 once
+	// per cache line (docs/profile.md's 4-vCPU table).
+	checkTopFunction(t, rep, "SYS64", "__pi_caches_clean_inval_pou", "caches_clean_inval_pou")
 	if u := rep.Userspace; u == nil || u.Source != "marker" || u.FirstUserExitNS < 0 || u.FirstUserExitNS > u.AtNS {
 		// The marker is a store by init (devmem), itself an exit from a
 		// user address, so the first user exit comes no later.
@@ -240,8 +245,11 @@ func checkLinuxBreakdown(t *testing.T, rep *exits.Report) {
 	}
 }
 
-// checkGuestCode: the functions the report names are the symbol file's.
-func checkGuestCode(t *testing.T, rep *exits.Report, syms string) {
+// checkGuestCode: the functions the report names are in the symbol file
+// syms. linkAddrs: mvm was given a file with the kernel's link addresses
+// (vmlinux), so the KASLR offset it found is the boot's own, which on
+// arm64 only ever moves the kernel up.
+func checkGuestCode(t *testing.T, rep *exits.Report, syms string, linkAddrs bool) {
 	t.Helper()
 	g := rep.GuestCode
 	if g == nil || len(g.Reasons) == 0 {
@@ -250,6 +258,10 @@ func checkGuestCode(t *testing.T, rep *exits.Report, syms string) {
 	if g.KASLROffset == "" || g.Note != "" {
 		t.Errorf("KASLR offset %q (%s), note %q", g.KASLROffset, g.KASLRFrom, g.Note)
 	}
+	if linkAddrs && strings.HasPrefix(g.KASLROffset, "-") {
+		t.Errorf("KASLR offset %s from a vmlinux's link addresses is negative", g.KASLROffset)
+	}
+	t.Logf("symbols %s, KASLR offset %s (%s)", g.Symbols, g.KASLROffset, g.KASLRFrom)
 	tab, err := symbols.Open(syms)
 	if err != nil {
 		t.Fatal(err)
@@ -272,19 +284,41 @@ func checkGuestCode(t *testing.T, rep *exits.Report, syms string) {
 	}
 }
 
+// checkTopFunction: the guest function most of reason's exits came from
+// is one of want (aliases: symbols at one address, of which mvm names one).
+func checkTopFunction(t *testing.T, rep *exits.Report, reason string, want ...string) {
+	t.Helper()
+	for _, gr := range rep.GuestCode.Reasons {
+		if gr.Reason == reason {
+			if len(gr.Functions) == 0 || !slices.Contains(want, gr.Functions[0].Function) {
+				t.Errorf("%s exits' top function: %+v, want %s", reason, gr.Functions, strings.Join(want, " or "))
+			}
+			return
+		}
+	}
+	t.Errorf("no guest code for %s", reason)
+}
+
 // TestProfileUserspaceWithoutMarker boots Linux whose init writes no boot
 // marker (as an ordinary initramfs): kernel_to_user still ends, at the
 // first exit from a user address, and the result says so.
+//
+// The same boot checks --guest-symbols with a /proc/kallsyms dump: the lab
+// kernel's own (the nested guest boots the same Image at another KASLR
+// offset, found from VBAR_EL1 and the dump's `vectors`).
 func TestProfileUserspaceWithoutMarker(t *testing.T) {
 	dir := t.TempDir()
 	out, res := filepath.Join(dir, "profile.json"), filepath.Join(dir, "result.json")
+	syms := labKallsyms(t)
 	r := mvm(t, 4*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", testInitrd(t),
 		"--cpus", "1", "--append", "quiet mvm.nomarker=1", "--console", "none",
-		"--profile", "--profile-format", "json", "--profile-out", out, "--result-json", res)
+		"--profile", "--profile-format", "json", "--profile-out", out, "--result-json", res, "--guest-symbols", syms)
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
 	}
 	rep := readReport(t, out)
+	checkGuestCode(t, rep, syms, false)
+	checkTopFunction(t, rep, "SYS64", "__pi_caches_clean_inval_pou", "caches_clean_inval_pou")
 	if u := rep.Userspace; u == nil || u.Source != "first_user_exit" || u.AtNS <= 0 || u.AtNS != u.FirstUserExitNS {
 		t.Errorf("userspace start %+v, want the first user exit", u)
 	}
