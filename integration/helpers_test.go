@@ -54,6 +54,16 @@ func mvmCmd(t testing.TB, timeout time.Duration, setup func(*exec.Cmd), args ...
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, env(t, "MVM_BIN"), args...)
+	// On a hang, first SIGUSR1 (mvm prints where each vCPU is), then
+	// SIGQUIT (the Go runtime prints every goroutine's stack), then the
+	// kill: the failure shows both.
+	cmd.Cancel = func() error {
+		cmd.Process.Signal(syscall.SIGUSR1)
+		time.Sleep(3 * time.Second)
+		cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(5 * time.Second)
+		return cmd.Process.Kill()
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if setup != nil {
