@@ -39,23 +39,30 @@ func (m *VM) WriteState(w io.Writer, wait time.Duration) {
 		states[i] = rec.State.String()
 	}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
+	// One slot per vCPU, so a late answer (after the wait) never blocks
+	// its vCPU thread, and nothing is left waiting for one that never
+	// comes.
+	replies := make(chan struct{}, n)
+	pending := 0
 	for i, c := range m.cpus {
-		wg.Add(1)
 		if asked[i] = c.v.Inspect(func(s vcpu.Snapshot) {
 			mu.Lock()
 			snaps[i], answered[i] = s, true
 			mu.Unlock()
-			wg.Done()
-		}); !asked[i] {
-			wg.Done()
+			replies <- struct{}{}
+		}); asked[i] {
+			pending++
 		}
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(wait):
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	for ; pending > 0; pending-- {
+		select {
+		case <-replies:
+			continue
+		case <-timeout.C:
+		}
+		break
 	}
 	var powers []string
 	if m.pm != nil {
