@@ -3,6 +3,8 @@
 package integration
 
 import (
+	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,6 +89,53 @@ func TestBadInput(t *testing.T) {
 			oneLineError(t, mvm(t, 30*time.Second, c.args...), c.code, c.want)
 		})
 	}
+
+	// --guest-symbols files that are not symbol files: one line before the
+	// guest starts, and no profile file left behind.
+	stub := filepath.Join(dir, "System.map-stub")
+	os.WriteFile(stub, []byte("ffffffffffffffff B The real System.map is in the linux-image-6.12.0-1-arm64-dbg package\n"), 0o644)
+	huge := filepath.Join(dir, "huge.map")
+	// Long lines (2 KiB names), so the 64 MiB limit is reached in 32k of them.
+	hugeLine := "ffff800080000000 T " + strings.Repeat("f", 2048-20) + "\n"
+	os.WriteFile(huge, bytes.Repeat([]byte(hugeLine), 65<<20/len(hugeLine)+1), 0o644)
+	stripped := filepath.Join(dir, "stripped.elf") // an ELF without a symbol table
+	os.WriteFile(stripped, elfWithoutSymbols(t), 0o644)
+	syms := []struct{ name, file, want string }{
+		{"text", text, "not a symbol file: line 1"},
+		{"Debian's stub System.map", stub, "-dbg package"},
+		{"binary", hello, "NUL byte"},
+		{"too big", huge, "not a symbol file: more than"},
+		{"ELF without symbols", stripped, "no symbol section"},
+		{"missing", filepath.Join(dir, "nope.map"), "no such file"},
+	}
+	for _, c := range syms {
+		t.Run("guest-symbols "+c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "profile.json")
+			r := mvm(t, 30*time.Second, "run", "--kernel", hello, "--profile", "--profile-out", out, "--guest-symbols", c.file)
+			oneLineError(t, r, 1, c.want)
+			if !strings.Contains(r.stderr, "--guest-symbols") {
+				t.Errorf("the error does not name the flag: %q", r.stderr)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("%s was left behind", out)
+			}
+		})
+	}
+}
+
+// elfWithoutSymbols is a minimal valid ELF64 (arm64) file with no
+// sections at all, so no symbol table (as a stripped vmlinux).
+func elfWithoutSymbols(t *testing.T) []byte {
+	t.Helper()
+	var h [64]byte
+	copy(h[:], "\x7fELF")
+	h[4], h[5], h[6] = 2, 1, 1                 // ELFCLASS64, little-endian, EV_CURRENT
+	binary.LittleEndian.PutUint16(h[16:], 2)   // ET_EXEC
+	binary.LittleEndian.PutUint16(h[18:], 183) // EM_AARCH64
+	binary.LittleEndian.PutUint32(h[20:], 1)   // e_version
+	binary.LittleEndian.PutUint16(h[52:], 64)  // e_ehsize
+	binary.LittleEndian.PutUint16(h[58:], 64)  // e_shentsize
+	return h[:]
 }
 
 // TestNoKVMAccess runs mvm as an unprivileged user, who cannot open the
