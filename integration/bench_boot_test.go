@@ -108,9 +108,9 @@ func BenchmarkProfileOverhead(b *testing.B) {
 	out := filepath.Join(b.TempDir(), "profile.json")
 	prof := []string{"--profile", "--profile-format", "json", "--profile-out", out}
 	interleaved(b, func(args ...string) float64 { return float64(bootLinux(b, 8, "512M", args...).PhasesNS["total"]) },
-		benchVariant{"bpf", append([]string{"--profile-via", "bpf"}, prof...)},
-		benchVariant{"perf", append([]string{"--profile-via", "perf"}, prof...)},
-		benchVariant{"profile-no-trace", append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
+		benchVariant{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
+		benchVariant{name: "perf", args: append([]string{"--profile-via", "perf"}, prof...)},
+		benchVariant{name: "profile-no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
 	)
 }
 
@@ -118,6 +118,9 @@ func BenchmarkProfileOverhead(b *testing.B) {
 type benchVariant struct {
 	name string
 	args []string
+	// around, if set, runs before the variant's boot and returns what
+	// undoes it after (e.g. BPF programs attached for the boot).
+	around func() func()
 }
 
 // interleaved boots plain, then once per variant, in each of b.N rounds
@@ -132,13 +135,26 @@ func interleaved(b *testing.B, boot func(args ...string) float64, variants ...be
 		p := boot()
 		plain = append(plain, p)
 		for j, v := range variants {
+			undo := func() {}
+			if v.around != nil {
+				undo = v.around()
+			}
 			d := boot(v.args...)
+			undo()
 			times[j] = append(times[j], d)
 			ratios[j] = append(ratios[j], d/p)
 		}
+		// Each round on stdout: the lab's noise shows in single rounds,
+		// which the medians hide (b.Log's output is cut for long runs).
+		line := fmt.Sprintf("%s round %d/%d: plain %.0f ms", b.Name(), i+1, b.N, p/1e6)
+		for j, v := range variants {
+			line += fmt.Sprintf(", %s %.0f ms (%.3f)", v.name, times[j][i]/1e6, ratios[j][i])
+		}
+		fmt.Println(line)
 	}
 	b.ReportMetric(median(plain)/1e6, "plain-ms")
 	for j, v := range variants {
+		b.ReportMetric(median(ratios[j]), v.name+"/plain-round-median")
 		b.ReportMetric(median(times[j])/median(plain), v.name+"/plain")
 		b.ReportMetric(slices.Min(ratios[j]), v.name+"/plain-min")
 		b.ReportMetric(slices.Max(ratios[j]), v.name+"/plain-max")

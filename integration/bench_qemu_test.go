@@ -44,8 +44,8 @@ func qemuArgsB(b *testing.B) []string {
 func BenchmarkQEMUProfile(b *testing.B) {
 	out := []string{"--format", "json", "--out", "/dev/null"}
 	interleaved(b, func(args ...string) float64 { return qemuBoot(b, args...) },
-		benchVariant{"bpf", append([]string{"--tracepoint-via", "bpf"}, out...)},
-		benchVariant{"perf", append([]string{"--tracepoint-via", "perf"}, out...)},
-		benchVariant{"stats", append([]string{"--sources", "kvm_stats"}, out...)},
+		benchVariant{name: "bpf", args: append([]string{"--tracepoint-via", "bpf"}, out...)},
+		benchVariant{name: "perf", args: append([]string{"--tracepoint-via", "perf"}, out...)},
+		benchVariant{name: "stats", args: append([]string{"--sources", "kvm_stats"}, out...)},
 	)
 }
