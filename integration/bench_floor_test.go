@@ -21,17 +21,20 @@ import (
 // floor"). Variants: empty programs on all six events (kvm_exit,
 // kvm_entry and the four arm64 detail events), on kvm_exit and kvm_entry
 // only, the full BPF profile (--profile --profile-via bpf, every source)
-// and the profile without tracepoints.
+// and the profile without tracepoints (and with MVM_BIN_BASE, bpf-base:
+// the bpf variant run by that binary).
 func BenchmarkProfileFloor(b *testing.B) {
 	out := filepath.Join(b.TempDir(), "profile.json")
 	prof := []string{"--profile", "--profile-format", "json", "--profile-out", out}
 	all := bpfEvents
-	interleaved(b, func(args ...string) float64 { return float64(bootLinux(b, 8, "512M", args...).PhasesNS["total"]) },
-		benchVariant{name: "empty6", around: func() func() { return attachEmpty(b, all...) }},
-		benchVariant{name: "empty2", around: func() func() { return attachEmpty(b, all[:2]...) }},
-		benchVariant{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
-		benchVariant{name: "profile-no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
-	)
+	vs := []benchVariant{
+		{name: "empty6", around: func() func() { return attachEmpty(b, all...) }},
+		{name: "empty2", around: func() func() { return attachEmpty(b, all[:2]...) }},
+		{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
+		{name: "profile-no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
+	}
+	vs = append(vs, baseVariant(b, "bpf-base", append([]string{"--profile-via", "bpf"}, prof...))...)
+	interleaved(b, func(args ...string) float64 { return float64(bootLinux(b, 8, "512M", args...).PhasesNS["total"]) }, vs...)
 }
 
 // bpfEvents are the events exits/bpfagg attaches to on arm64: kvm_exit,
@@ -46,11 +49,13 @@ const sysregExits = 50000
 // kvm_entry each, as the boot's commonest exit) timed from the first
 // KVM_RUN to the VM's exit (the BPF programs' loading is before it), plain
 // and under each variant, interleaved. Reported per variant: the ratio
-// against plain (median, min..max of the rounds) and the nanoseconds it
-// adds per exit (from the medians).
+// against plain (ratio of medians, the median and min..max of the rounds'
+// ratios); one exit takes plain-ms / 50,000 (about 20 µs in the lab), so a
+// ratio r adds (r - 1) times that per exit. With MVM_BIN_BASE, bpf-base
+// is the bpf variant run by that binary.
 func BenchmarkExitFloor(b *testing.B) {
 	prof := []string{"--profile", "--profile-format", "json", "--profile-out", filepath.Join(b.TempDir(), "profile.json")}
-	interleaved(b, func(args ...string) float64 {
+	boot := func(args ...string) float64 {
 		out := filepath.Join(b.TempDir(), "result.json")
 		r := mvm(b, 2*time.Minute, append([]string{"run", "--kernel", payload(b, "sysregs.bin"), "--result-json", out}, args...)...)
 		if r.code != 0 {
@@ -65,20 +70,51 @@ func BenchmarkExitFloor(b *testing.B) {
 			b.Fatal(err)
 		}
 		return float64(s.PhasesNS["total"] - s.PhasesNS["vmm_setup"])
-	},
-		benchVariant{name: "empty2", around: func() func() { return attachEmpty(b, bpfEvents[:2]...) }},
-		benchVariant{name: "empty3", around: func() func() { return attachEmpty(b, "kvm_exit", "kvm_entry", "kvm_handle_sys_reg") }},
-		benchVariant{name: "empty6", around: func() func() { return attachEmpty(b, bpfEvents...) }},
-		benchVariant{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
-		benchVariant{name: "bpf-plain", args: append([]string{"--profile-via", "bpf", "--profile-plain"}, prof...)},
-		benchVariant{name: "no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
-	)
+	}
+	vs := []benchVariant{
+		{name: "empty2", around: func() func() { return attachEmpty(b, bpfEvents[:2]...) }},
+		{name: "empty3", around: func() func() { return attachEmpty(b, "kvm_exit", "kvm_entry", "kvm_handle_sys_reg") }},
+		{name: "empty6", around: func() func() { return attachEmpty(b, bpfEvents...) }},
+		{name: "clock2", around: func() func() { return attachProg(b, clockProg, bpfEvents[:2]...) }},
+		{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
+		{name: "bpf-plain", args: append([]string{"--profile-via", "bpf", "--profile-plain"}, prof...)},
+		{name: "no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
+	}
+	vs = append(vs, baseVariant(b, "bpf-base", append([]string{"--profile-via", "bpf"}, prof...))...)
+	interleaved(b, boot, vs...)
 }
 
-// attachEmpty attaches a raw tracepoint program that only returns 0 to
-// each event, for every thread of the host, and returns what detaches
-// them.
+// baseVariant is the variant args run by the mvm binary named by
+// MVM_BIN_BASE (another build, e.g. main's, for an A/B comparison of a
+// change in one run), if that is set.
+func baseVariant(b *testing.B, name string, args []string) []benchVariant {
+	base := os.Getenv("MVM_BIN_BASE")
+	if base == "" {
+		return nil
+	}
+	return []benchVariant{{name: name, args: args, around: func() func() {
+		bin := os.Getenv("MVM_BIN")
+		os.Setenv("MVM_BIN", base)
+		return func() { os.Setenv("MVM_BIN", bin) }
+	}}}
+}
+
+// emptyProg only returns. clockProg reads what any program timing a
+// thread's exits needs, the thread id and the clock, and returns.
+var (
+	emptyProg = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
+	clockProg = asm.Instructions{asm.FnGetCurrentPidTgid.Call(), asm.FnKtimeGetNs.Call(), asm.Mov.Imm(asm.R0, 0), asm.Return()}
+)
+
+// attachEmpty attaches emptyProg to each event.
 func attachEmpty(b *testing.B, events ...string) func() {
+	b.Helper()
+	return attachProg(b, emptyProg, events...)
+}
+
+// attachProg attaches a raw tracepoint program of insns to each event, for
+// every thread of the host, and returns what detaches them.
+func attachProg(b *testing.B, insns asm.Instructions, events ...string) func() {
 	b.Helper()
 	var closers []func() error
 	undo := func() {
@@ -88,7 +124,7 @@ func attachEmpty(b *testing.B, events ...string) func() {
 	}
 	for _, ev := range events {
 		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "mvm_empty", Type: ebpf.RawTracepoint, License: "GPL",
-			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+			Instructions: insns})
 		if err != nil {
 			undo()
 			b.Fatalf("load an empty program for %s: %v", ev, err)
