@@ -64,6 +64,10 @@ type Config struct {
 	// TIDs are the vCPU threads in vCPU order, when known (mvm's own):
 	// with Layout.VCPUs they give the boot phases.
 	TIDs []int
+	// NoVCPURead keys SYS64 exits by kvm_handle_sys_reg's event even
+	// where kvm_entry's program can read the ESR from the vCPU (to compare
+	// the two; vcpuesr_linux.go).
+	NoVCPURead bool
 }
 
 // rowKey is the row map's key: the thread, the raw reason fields and the
@@ -133,6 +137,10 @@ type Counter struct {
 	events   []string
 	// rawErr is why raw tracepoints were not used (nil if they were).
 	rawErr error
+	// esr: kvm_entry's program keys SYS64 exits from the vCPU's ESR;
+	// esrErr is why not (nil if it does or was not asked to).
+	esr    bool
+	esrErr error
 }
 
 // New loads and attaches the programs for the threads of process cfg.TGID:
@@ -207,7 +215,19 @@ func New(cfg Config) (_ *Counter, err error) {
 		env.regions = env.regions[:64] // the rest count as unmapped
 	}
 	if namer.Arch() == "arm64" && !cfg.NoRaw {
-		if err := c.attach(env, true, exit); err == nil {
+		if breakdown && !cfg.NoVCPURead {
+			env.esr, c.esrErr = findVCPUESR()
+		}
+		err := c.attach(env, true, exit)
+		if err != nil && env.esr.varID != 0 {
+			// The verifier refused the ESR read (an older kernel):
+			// key SYS64 exits by their event.
+			c.esrErr = err
+			c.detach()
+			env.esr = vcpuESR{}
+			err = c.attach(env, true, exit)
+		}
+		if err == nil {
 			return c, nil
 		} else {
 			c.rawErr = err
@@ -245,6 +265,9 @@ var arm64Details = []detail{
 // attach loads and attaches every program, raw or perf tracepoint ones.
 func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 	env.raw = raw
+	if !raw {
+		env.esr = vcpuESR{}
+	}
 	typ := ebpf.TracePoint
 	if raw {
 		typ = ebpf.RawTracepoint
@@ -276,6 +299,9 @@ func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 	if env.breakdown {
 		env.detailArg = map[detailKind]arg{}
 		for _, d := range arm64Details {
+			if d.kind == detailSysESR && env.esr.varID != 0 {
+				continue // kvm_entry's program reads the ESR
+			}
 			if raw {
 				env.detailArg[d.kind] = rawArg(d.arg)
 			} else {
@@ -333,7 +359,7 @@ func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 		c.links = append(c.links, l)
 		events = append(events, "kvm:"+p.name)
 	}
-	c.raw, c.events = raw, events
+	c.raw, c.events, c.esr = raw, events, env.esr.varID != 0
 	return nil
 }
 
@@ -585,6 +611,11 @@ func (c *Counter) Describe() string {
 	b.WriteString(strings.Join(c.events, ", "))
 	if c.raw {
 		b.WriteString(" (raw tracepoints)")
+		if c.esr {
+			b.WriteString("; SYS64 keyed from the vCPU's ESR at kvm_entry (kernel BTF), not by kvm:kvm_handle_sys_reg")
+		} else if c.esrErr != nil {
+			fmt.Fprintf(&b, "; SYS64 keyed by kvm:kvm_handle_sys_reg (the vCPU's ESR not read: %v)", c.esrErr)
+		}
 	} else {
 		fmt.Fprintf(&b, " (perf tracepoint programs; raw tracepoints not used: %v)", c.rawErr)
 	}

@@ -149,6 +149,10 @@ type progEnv struct {
 	// ID | 1<<32 of the SMC the VMM is handling (KVM has no tracepoint
 	// for an SMC's X0).
 	smcFD int
+	// esr, when its varID is set (raw tracepoints with the breakdown),
+	// is where kvm_entry's program reads a SYS64 exit's ESR to key it, so
+	// kvm_handle_sys_reg's program is not attached.
+	esr vcpuESR
 }
 
 // detailKind is one of the detail events the breakdown reads.
@@ -618,7 +622,17 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 		// kvm_exit's record holds ARM_EXCEPTION_CODE(ret), the SError
 		// flag (bit 31, ARM_EXIT_WITH_SERROR_BIT) cleared
 		// (arch/arm64/include/asm/kvm_asm.h), and esr_ec only for a trap.
-		insns = append(insns, asm.And.Imm(asm.R1, 0x7fff_ffff))
+		// The bit is kept for the breakdown class below: handle_exit
+		// (arch/arm64/kvm/handle_exit.c) handles no trap of an exit
+		// with it, so no detail event keys it, and kvm_entry must not
+		// key it from the ESR either.
+		insns = append(insns,
+			asm.Mov.Reg(asm.R3, asm.R1),
+			asm.RSh.Imm(asm.R3, 31),
+			asm.And.Imm(asm.R3, 1),
+			asm.StoreMem(asm.R10, offSErr, asm.R3, asm.DWord),
+			asm.And.Imm(asm.R1, 0x7fff_ffff),
+		)
 	}
 	insns = append(insns, asm.StoreMem(asm.R10, offCode, asm.R1, asm.DWord), asm.Mov.Imm(asm.R2, 0))
 	if e.sub.Name != "" {
@@ -662,6 +676,14 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 	if e.breakdown {
 		// R1 = code, R2 = sub: the classes of tracepoint.BreakdownClass.
 		insns = append(insns, asm.JNE.Imm(asm.R1, exits.Arm64ExceptionTrap, "classed"))
+		if e.raw {
+			// With the SError bit handle_exit handles no trap, so no
+			// detail event keys the exit: it has no class.
+			insns = append(insns,
+				asm.LoadMem(asm.R3, asm.R10, offSErr, asm.DWord),
+				asm.JNE.Imm(asm.R3, 0, "classed"),
+			)
+		}
 		for _, c := range []struct {
 			ec    int32
 			class uint64
@@ -695,6 +717,44 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 		asm.StoreMem(asm.R7, sExit, asm.R8, asm.DWord),
 	)
 	return append(insns, e.epilogue()...), nil
+}
+
+// sysKeyFromESR, on kvm_entry, keys the SYS64 exit pending in the state
+// in R7 as kvm_handle_sys_reg's detail program would: from the ESR's ISS,
+// read from the entering vCPU (kvm_running_vcpu's arch.fault.esr_el2,
+// vcpuESR), which still holds the exit's ESR, the value that event
+// reports (KVM writes it at the world switch back from the guest only).
+// Read here rather than on kvm_exit: right after the guest exit every
+// page a program touches first costs more (see the cost breakdown in
+// docs/profile.md), and an exit pending since an earlier exit (no entry
+// between) gets no key, like one whose vCPU cannot be read.
+func (e *progEnv) sysKeyFromESR() asm.Instructions {
+	// ld_imm64 with src BPF_PSEUDO_BTF_ID: the address of a kernel
+	// variable by its vmlinux BTF ID (Documentation/bpf/standardization/
+	// instruction-set.rst, "64-bit immediate instructions"), here a
+	// per-CPU one, for bpf_this_cpu_ptr.
+	ksym := asm.LoadImm(asm.R1, int64(e.esr.varID), asm.DWord)
+	ksym.Src = asm.R3 // BPF_PSEUDO_BTF_ID
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R7, sClass, asm.DWord),
+		asm.JNE.Imm(asm.R1, int32(tracepoint.ClassSys), "noesr"),
+		asm.LoadMem(asm.R1, asm.R7, sDetail, asm.DWord),
+		asm.JNE.Imm(asm.R1, 0, "noesr"),
+		ksym,
+		asm.FnThisCpuPtr.Call(),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, "noesr"),
+		asm.Mov.Imm(asm.R2, int32(e.esr.vcpuID)),
+		// bpf_rdonly_cast(vcpu, struct kvm_vcpu): a kfunc call
+		// (BPF_PSEUDO_KFUNC_CALL, imm its vmlinux BTF ID).
+		{OpCode: asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call), Src: asm.PseudoKfuncCall, Constant: int64(e.esr.castID)},
+		asm.LoadMem(asm.R2, asm.R0, int16(e.esr.off), asm.DWord),
+		asm.And.Imm(asm.R2, 0x1ff_ffff),
+		asm.LoadImm(asm.R3, int64(tracepoint.ClassSys<<56|sysESRMark), asm.DWord),
+		asm.Or.Reg(asm.R2, asm.R3),
+		asm.StoreMem(asm.R7, sDetail, asm.R2, asm.DWord),
+		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("noesr"),
+	}
 }
 
 // notePC watches for the first exit from a user address, as the perf
@@ -751,6 +811,9 @@ func (e *progEnv) entryProgram() asm.Instructions {
 	)
 	if e.smcFD != 0 {
 		insns = append(insns, e.smcNote()...)
+	}
+	if e.esr.varID != 0 {
+		insns = append(insns, e.sysKeyFromESR()...)
 	}
 	insns = append(insns, e.account(true, "acc")...)
 	return append(insns, e.epilogue()...)
@@ -918,6 +981,8 @@ const (
 	offAddrKey = offState - 24 // {sub, key, ipa}; its first 16 bytes are the addr row key
 	offAddrOne = offAddrKey - 8
 	offAddrRow = offAddrOne - 16 // a zeroed addr row value to insert
+	// kvm_exit's program: 1 if the exit's code had the SError bit.
+	offSErr = offAddrRow - 8
 )
 
 // countAddress counts the IPA in R4 of the exit the fault event just
