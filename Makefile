@@ -161,7 +161,9 @@ endif
 # mvm profile's overhead on a QEMU boot, guest-timed secondary bring-up at
 # 8-64 vCPUs in both PSCI modes, mvm's resident footprint after a 1-vCPU
 # 128 MiB boot, docs/footprint.md). Each lab benchmark reports ratios against
-# a baseline measured in the same run, or a median with its range.
+# a baseline measured in the same run, or a median with its range. Not in
+# the default BENCH_RUN: ProfileFloor and ExitFloor (what the BPF path's
+# tracepoints cost with empty programs, docs/profile.md "The floor").
 BENCHTIME ?= 2x
 LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
 $(OUT)/arm64/vmm.test: $(GO_SRC)
@@ -169,16 +171,22 @@ $(OUT)/arm64/vmm.test: $(GO_SRC)
 
 # QEMU goes into the lab when BENCH_RUN names a QEMU benchmark.
 BENCH_CPIO := $(if $(findstring QEMU,$(BENCH_RUN)),$(QEMU_CPIO))
+# BENCH_BASE=PATH: another arm64 mvm build (e.g. main's), which the
+# ProfileFloor and ExitFloor benchmarks also run as their bpf-base variant:
+# an A/B of two builds in one run.
+BENCH_BASE ?=
+BENCH_BASE_ENV := $(if $(BENCH_BASE),MVM_BIN_BASE=/lab/mvm-base )
+BENCH_BASE_ADD := $(if $(BENCH_BASE),-add $(BENCH_BASE)=/lab/mvm-base)
 bench: $(LAB_BENCH) $(MODULE_FILES) $(BENCH_CPIO) | lab-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./exits/ ./psci/ ./devices/
 ifeq ($(NATIVE),yes)
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
-	MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
+	$(if $(BENCH_BASE),MVM_BIN_BASE=$(abspath $(BENCH_BASE)) )MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(value BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
 	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
-	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) $(foreach f,$(BENCH_CPIO),-cpio $(f)) \
-	  -run 'export $(if $(BENCH_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
+	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) $(foreach f,$(BENCH_CPIO),-cpio $(f)) $(BENCH_BASE_ADD) \
+	  -run 'export $(if $(BENCH_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )$(BENCH_BASE_ENV)MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
 	    /lab/integration.test -test.run "^$$" -test.bench "$(value BENCH_RUN)" -test.benchtime $(BENCHTIME) -test.timeout 60m'
 endif

@@ -30,10 +30,12 @@ func BenchmarkProfileFloor(b *testing.B) {
 	vs := []benchVariant{
 		{name: "empty6", around: func() func() { return attachEmpty(b, all...) }},
 		{name: "empty2", around: func() func() { return attachEmpty(b, all[:2]...) }},
-		{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
-		{name: "profile-no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
 	}
 	vs = append(vs, baseVariant(b, "bpf-base", append([]string{"--profile-via", "bpf"}, prof...))...)
+	vs = append(vs,
+		benchVariant{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
+		benchVariant{name: "profile-no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
+	)
 	interleaved(b, func(args ...string) float64 { return float64(bootLinux(b, 8, "512M", args...).PhasesNS["total"]) }, vs...)
 }
 
@@ -76,11 +78,13 @@ func BenchmarkExitFloor(b *testing.B) {
 		{name: "empty3", around: func() func() { return attachEmpty(b, "kvm_exit", "kvm_entry", "kvm_handle_sys_reg") }},
 		{name: "empty6", around: func() func() { return attachEmpty(b, bpfEvents...) }},
 		{name: "clock2", around: func() func() { return attachProg(b, clockProg, bpfEvents[:2]...) }},
-		{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
-		{name: "bpf-plain", args: append([]string{"--profile-via", "bpf", "--profile-plain"}, prof...)},
-		{name: "no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
 	}
 	vs = append(vs, baseVariant(b, "bpf-base", append([]string{"--profile-via", "bpf"}, prof...))...)
+	vs = append(vs,
+		benchVariant{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
+		benchVariant{name: "bpf-plain", args: append([]string{"--profile-via", "bpf", "--profile-plain"}, prof...)},
+		benchVariant{name: "no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
+	)
 	interleaved(b, boot, vs...)
 }
 
