@@ -56,13 +56,13 @@ func (m *VM) WriteState(w io.Writer, wait time.Duration) {
 	}
 	timeout := time.NewTimer(wait)
 	defer timeout.Stop()
+collect:
 	for ; pending > 0; pending-- {
 		select {
 		case <-replies:
-			continue
 		case <-timeout.C:
+			break collect
 		}
-		break
 	}
 	var powers []string
 	if m.pm != nil {

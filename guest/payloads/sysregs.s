@@ -1,7 +1,7 @@
 // sysregs: SYSREG_COUNT reads of ID_AA64MMFR0_EL1, each trapped by KVM
 // (HCR_EL2.TID3) and handled in the kernel (kvm_exit, kvm_handle_sys_reg,
 // kvm_entry: the three events of the boot's commonest exit, SYS64), then
-// PSCI SYSTEM_OFF. BenchmarkProfileFloor times what the tracepoints' BPF
+// PSCI SYSTEM_OFF. BenchmarkExitFloor times what the tracepoints' BPF
 // programs add per exit.
 	.include "common.inc"
 
