@@ -10,6 +10,10 @@ OUT       ?= out
 LAB_TIMEOUT ?= 25m
 # LAB_RUN=REGEX runs only the matching integration tests (go test -run syntax).
 LAB_RUN   ?= .
+# LAB_CPU=MODEL: the lab machine's QEMU CPU model (lab -cpu; default max),
+# e.g. neoverse-n1 for a host without FEAT_S2FWB.
+LAB_CPU   ?=
+LAB_CPU_FLAG = $(if $(LAB_CPU),-cpu $(LAB_CPU))
 # BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
 BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|ProfileBreakdown|Virtio|QEMUProfile|BringUp|Boot64|Footprint
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
@@ -124,7 +128,7 @@ lab-test: $(LAB_FILES) $(MODULE_FILES)
 else
 lab-test: $(LAB_FILES) $(MODULE_FILES) $(LAB_CPIO) | lab-deps
 	rm -rf $(LAB_OUT)
-	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) -out $(LAB_OUT) \
+	$(GO) run ./lab $(LAB_CPU_FLAG) -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) -out $(LAB_OUT) \
 	  $(LAB_ADD) $(foreach f,$(LAB_CPIO),-cpio $(f)) \
 	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_LAB_OUT=$$LAB_OUT $(LAB_ENV) /lab/integration.test -test.v -test.run "$(value LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
 endif
@@ -150,7 +154,7 @@ demo: $(OUT)/arm64/mvm $(PAYLOADS)
 	$(OUT)/arm64/mvm caps && $(OUT)/arm64/mvm run --kernel $(OUT)/guest/smp.bin --cpus 4 --profile
 else
 demo: $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz | lab-deps
-	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 5m \
+	$(GO) run ./lab $(LAB_CPU_FLAG) -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 5m \
 	  -add $(OUT)/arm64/mvm=/lab/mvm $(foreach f,$(PAYLOADS),-add $(f)=/lab/$(notdir $(f))) \
 	  -run '$(DEMO_RUN)'
 endif
@@ -184,7 +188,7 @@ ifeq ($(NATIVE),yes)
 	$(if $(BENCH_BASE),MVM_BIN_BASE=$(abspath $(BENCH_BASE)) )MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(value BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
-	$(GO) run ./lab -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
+	$(GO) run ./lab $(LAB_CPU_FLAG) -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
 	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) $(foreach f,$(BENCH_CPIO),-cpio $(f)) $(BENCH_BASE_ADD) \
 	  -run 'export $(if $(BENCH_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )$(BENCH_BASE_ENV)MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \

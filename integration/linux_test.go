@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,5 +69,60 @@ func TestLinuxBoot(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// hotplugCmd takes CPUs 1-3 of a 4-vCPU guest offline and back online
+// three times (Linux's CPU_OFF, then CPU_ON of a vCPU that has run), then
+// runs a task on each of them.
+const hotplugCmd = `for r in 1 2 3; do
+	for c in 1 2 3; do echo 0 > /sys/devices/system/cpu/cpu$c/online || echo "mvm-hotplug: offline $c failed"; done
+	echo "mvm-hotplug: round $r off $(cat /sys/devices/system/cpu/online)"
+	for c in 1 2 3; do echo 1 > /sys/devices/system/cpu/cpu$c/online || echo "mvm-hotplug: online $c failed"; done
+	echo "mvm-hotplug: round $r on $(cat /sys/devices/system/cpu/online)"
+done
+for c in 1 2 3; do echo "mvm-hotplug: task for $c ran on $(taskset -c $c cat /proc/self/stat | sed 's/^.*) //' | awk '{print $37}')"; done`
+
+// TestLinuxCPUHotplug takes a Linux guest's secondaries offline and online
+// again through sysfs, in both PSCI modes: with PSCI in mvm each offline is
+// a CPU_OFF that parks the vCPU and each online a CPU_ON that starts a vCPU
+// which has run before (mvm resets it while it is parked). Every CPU must
+// come back and run a task.
+func TestLinuxCPUHotplug(t *testing.T) {
+	blob, err := guest.TestInitramfsWith(env(t, "MVM_BUSYBOX"), "", nil, nil, hotplugCmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initrd := filepath.Join(t.TempDir(), "initrd.gz")
+	if err := os.WriteFile(initrd, blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"user", "kernel"} {
+		t.Run("psci="+mode, func(t *testing.T) {
+			r := mvm(t, 4*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", initrd,
+				"--cpus", "4", "--memory", "512M", "--psci", mode, "--append", "quiet")
+			if r.code != 0 {
+				t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			out := strings.ReplaceAll(r.stdout, "\r", "") // the serial console's line ends
+			for round := 1; round <= 3; round++ {
+				for _, want := range []string{
+					fmt.Sprintf("mvm-hotplug: round %d off 0\n", round),
+					fmt.Sprintf("mvm-hotplug: round %d on 0-3\n", round),
+				} {
+					if !strings.Contains(out, want) {
+						t.Errorf("guest did not print %q\nstdout:\n%s", want, r.stdout)
+					}
+				}
+			}
+			for c := 1; c <= 3; c++ {
+				if want := fmt.Sprintf("mvm-hotplug: task for %d ran on %d\n", c, c); !strings.Contains(out, want) {
+					t.Errorf("guest did not print %q\nstdout:\n%s", want, r.stdout)
+				}
+			}
+			if strings.Contains(out, "failed") {
+				t.Errorf("a hotplug step failed\nstdout:\n%s", r.stdout)
+			}
+		})
 	}
 }

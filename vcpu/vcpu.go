@@ -108,6 +108,11 @@ type VCPU struct {
 	regsErr error
 	// vbar: VBAR_EL1 as the guest last left it (LastVBAR).
 	vbar atomic.Uint64
+	// fresh: no guest instruction has run since the last
+	// KVM_ARM_VCPU_INIT (New's, or a park's), so the vCPU is still in
+	// its reset state and a park need not initialise it again. Owned by
+	// the vCPU's thread.
+	fresh bool
 
 	// ExitKey classifies the exit being handled for accounting: the
 	// Handler may set it while handling; Exited receives it as sub. The
@@ -200,6 +205,7 @@ func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
 		fd.Close()
 		return nil, fmt.Errorf("KVM_ARM_VCPU_INIT vCPU %d: %w", id, err)
 	}
+	v.fresh = true
 	if v.run, err = kvm.MapRun(sys, v.fd); err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("vCPU %d: %w", id, err)
@@ -393,6 +399,7 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 		}
 		h.Entering(v)
 		v.Entered = time.Now()
+		v.fresh = false
 		next, err := v.runGuest(stop, h)
 		// Where the guest kernel's exception vectors are, for the exit
 		// profile's KASLR offset; read here, on the vCPU's own thread,
@@ -406,10 +413,25 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 	}
 }
 
+// resetState puts the vCPU in its reset state with KVM_ARM_VCPU_INIT,
+// unless no guest instruction ran since the last one (a vCPU parked for the
+// first time, with only Prewarm's KVM_RUN behind it, which enters no guest).
+//
+// The init is skipped because on a vCPU that has been in KVM_RUN it is not
+// just a reset: KVM prepares for a rebooted guest that runs with its MMU
+// off, and on a host without FEAT_S2FWB it unmaps the whole VM's stage 2
+// (every running vCPU then faults its memory back in), with FWB it
+// invalidates every CPU's instruction cache (arch/arm64/kvm/arm.c,
+// kvm_arch_vcpu_ioctl_vcpu_init). Without the skip, the secondaries' first
+// parks did that while the boot CPU was already running, once per vCPU.
 func (v *VCPU) resetState() error {
+	if v.fresh {
+		return nil
+	}
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		return fmt.Errorf("reset vCPU %d: KVM_ARM_VCPU_INIT: %w", v.ID, err)
 	}
+	v.fresh = true
 	return nil
 }
 
