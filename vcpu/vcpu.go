@@ -113,6 +113,9 @@ type VCPU struct {
 	// its reset state and a park need not initialise it again. Owned by
 	// the vCPU's thread.
 	fresh bool
+	// resetSCTLR, resetPSTATE: SCTLR_EL1 and PSTATE as KVM's reset left
+	// them, for a warm reset (rearm).
+	resetSCTLR, resetPSTATE uint64
 
 	// ExitKey classifies the exit being handled for accounting: the
 	// Handler may set it while handling; Exited receives it as sub. The
@@ -213,6 +216,13 @@ func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
 	if v.mpidr, err = kvm.GetOneReg(v.fd, kvm.RegMPIDREL1); err != nil {
 		v.Close()
 		return nil, fmt.Errorf("read MPIDR_EL1 of vCPU %d: %w", id, err)
+	}
+	if v.resetSCTLR, err = kvm.GetOneReg(v.fd, kvm.RegSCTLREL1); err == nil {
+		v.resetPSTATE, err = kvm.GetOneReg(v.fd, kvm.RegPSTATE)
+	}
+	if err != nil {
+		v.Close()
+		return nil, fmt.Errorf("read the reset state of vCPU %d: %w", id, err)
 	}
 	v.tid.Store(int32(unix.Gettid()))
 	nameThread(fmt.Sprintf("mvm-vcpu-%d", id))
@@ -374,12 +384,18 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	v.tid.Store(int32(unix.Gettid()))
-	for {
+	for parks := 0; ; parks++ {
 		// Reset while parked, so a power-on only has to set registers:
-		// KVM_ARM_VCPU_INIT is the costly part of starting a vCPU and
-		// would otherwise sit on the CPU_ON path.
+		// the reset is the costly part of starting a vCPU and would
+		// otherwise sit on the CPU_ON path. A boot's first park
+		// re-initialises the vCPU; a park after the guest's CPU_OFF
+		// only rearms it (rearm says why).
 		v.regs.Store(v.regs.Load()&^regsState + regsPark)
-		if err := v.resetState(); err != nil {
+		reset := v.resetState
+		if parks > 0 {
+			reset = v.rearm
+		}
+		if err := reset(); err != nil {
 			return err
 		}
 		v.parked.Store(true)
@@ -435,10 +451,10 @@ func (v *VCPU) resetState() error {
 	return nil
 }
 
-// reset puts the freshly initialised vCPU in its power-on state for req:
-// PC and X0. KVM's reset state already has PSTATE = EL1h with DAIF masked
-// (0x3c5) and the other registers zero (booting.rst's entry state), so X0
-// is written only when the context is not zero (Linux's CPU_ON passes 0):
+// reset puts the parked vCPU in its power-on state for req: PC and X0.
+// The park already set PSTATE = EL1h with DAIF masked (0x3c5), the MMU off
+// and X0 zero (booting.rst's entry state; resetState, rearm), so X0 is
+// written only when the context is not zero (Linux's CPU_ON passes 0):
 // each write is a system call on the CPU_ON path.
 func (v *VCPU) reset(req PowerOnRequest) error {
 	if req.InitOnly {
@@ -451,6 +467,39 @@ func (v *VCPU) reset(req PowerOnRequest) error {
 	// The poster holds the claim (PowerOn) and is writing them.
 	v.box.waitFor(func() bool { return v.regs.Load()&regsState == regsDone })
 	return v.regsErr
+}
+
+// rearm readies a vCPU the guest powered off (PSCI CPU_OFF) for its next
+// CPU_ON without KVM_ARM_VCPU_INIT: it writes the state PSCI gives a core
+// it powers on that KVM_ARM_VCPU_INIT would have written (PSTATE EL1h with
+// DAIF masked, SCTLR_EL1 as reset, so the MMU and caches are off, and X0
+// zero); CPU_ON then sets PC and the context. The rest of the core's state
+// is left as the guest had it, which PSCI allows: a core that was powered
+// down comes back with its other registers UNKNOWN, and an OS brings up a
+// secondary from that (Linux's secondary_entry sets every register it
+// relies on, as it must on real hardware).
+//
+// Not KVM_ARM_VCPU_INIT, because on a vCPU that has run it also prepares
+// KVM for a rebooted guest: without FEAT_S2FWB it unmaps the whole VM's
+// stage 2, so every running vCPU faults its memory back in, once per
+// CPU_OFF; with FWB it invalidates every host CPU's instruction cache
+// (arch/arm64/kvm/arm.c, kvm_arch_vcpu_ioctl_vcpu_init). KVM's in-kernel
+// PSCI does neither on CPU_ON (it resets with kvm_reset_vcpu alone).
+// A reboot still re-initialises every vCPU (Loop's first park).
+func (v *VCPU) rearm() error {
+	for _, r := range [...]struct {
+		id, val uint64
+		name    string
+	}{
+		{kvm.RegPSTATE, v.resetPSTATE, "PSTATE"},
+		{kvm.RegSCTLREL1, v.resetSCTLR, "SCTLR_EL1"},
+		{kvm.RegX(0), 0, "X0"},
+	} {
+		if err := kvm.SetOneReg(v.fd, r.id, r.val); err != nil {
+			return fmt.Errorf("rearm vCPU %d after CPU_OFF: set %s: %w", v.ID, r.name, err)
+		}
+	}
+	return nil
 }
 
 // setEntry writes PC and, if not zero, X0 for req.
