@@ -17,7 +17,7 @@ LAB_CPU_FLAG = $(if $(LAB_CPU),-cpu $(LAB_CPU))
 # LAB_ENV_EXTRA: more VAR=value for the integration tests (lab-test-nofwb).
 LAB_ENV_EXTRA ?=
 # BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
-BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|ProfileBreakdown|Virtio|QEMUProfile|BringUp|Boot64|Footprint
+BENCH_RUN ?= CPUOn|LinuxBoot|ProfileOverhead|ProfileBreakdown|Virtio|QEMUProfile|BringUp|Hotplug|Boot64|Footprint
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 CROSS     ?= aarch64-linux-gnu-
 
@@ -178,7 +178,8 @@ endif
 # KVM_RUN loop, CPU_ON latency user vs kernel PSCI with its steps, Linux boot
 # to init for 1 and 8 vCPUs with mvm's memory overhead, --profile overhead,
 # mvm profile's overhead on a QEMU boot, guest-timed secondary bring-up at
-# 8-64 vCPUs in both PSCI modes, mvm's resident footprint after a 1-vCPU
+# 8-64 vCPUs in both PSCI modes, guest-timed Linux CPU hotplug (offline and
+# online again) in both PSCI modes, mvm's resident footprint after a 1-vCPU
 # 128 MiB boot, docs/footprint.md). Each lab benchmark reports ratios against
 # a baseline measured in the same run, or a median with its range. Not in
 # the default BENCH_RUN: ProfileFloor and ExitFloor (what the BPF path's

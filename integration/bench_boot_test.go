@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mvm-dev/mvm/guest"
 )
 
 // Benchmarks of issue "mvm run" and "exit profiling", run by 'make bench'
@@ -493,6 +495,74 @@ func BenchmarkBringUp(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// hotplugBenchCmd times, in the guest, six rounds of taking CPUs 1-3 of a
+// 4-vCPU guest offline and online again (Linux's CPU_OFF, then CPU_ON of a
+// vCPU that has run: the re-park path, vcpu.rearm), on /proc/uptime.
+const hotplugBenchCmd = `t0=$(cut -d' ' -f1 /proc/uptime)
+for r in 1 2 3 4 5 6; do
+	for c in 1 2 3; do echo 0 > /sys/devices/system/cpu/cpu$c/online; done
+	for c in 1 2 3; do echo 1 > /sys/devices/system/cpu/cpu$c/online; done
+done
+t1=$(cut -d' ' -f1 /proc/uptime)
+echo "mvm-hotplug: online $(cat /sys/devices/system/cpu/online) from $t0 to $t1"`
+
+var hotplugTimeRe = regexp.MustCompile(`mvm-hotplug: online (\S+) from ([0-9.]+) to ([0-9.]+)`)
+
+// BenchmarkHotplug: Linux CPU hotplug through sysfs, six rounds of three
+// CPUs off and on, timed by the guest (10 ms resolution, rounds of about
+// 1.5 s in the lab), with PSCI in mvm and in KVM, alternating which goes
+// first; three boots a side per iteration. It prints every sample and a
+// bootstrap 95% interval of the user/kernel median ratio. Aim: <= 1.0.
+func BenchmarkHotplug(b *testing.B) {
+	blob, err := guest.TestInitramfsWith(env(b, "MVM_BUSYBOX"), "", nil, nil, hotplugBenchCmd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	initrd := filepath.Join(b.TempDir(), "initrd.gz")
+	if err := os.WriteFile(initrd, blob, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	got := map[string][]float64{}
+	for i := 0; i < 3*b.N; i++ {
+		modes := []string{"user", "kernel"}
+		if i%2 == 1 {
+			modes = []string{"kernel", "user"}
+		}
+		for _, mode := range modes {
+			r := mvm(b, 4*time.Minute, "run", "--kernel", env(b, "MVM_LINUX"), "--initrd", initrd,
+				"--cpus", "4", "--memory", "512M", "--psci", mode, "--append", "quiet")
+			m := hotplugTimeRe.FindStringSubmatch(r.stdout)
+			if r.code != 0 || m == nil || m[1] != "0-3" {
+				b.Fatalf("psci=%s: exit %d, hotplug line %q\n%s\n%s", mode, r.code, m, r.stdout, r.stderr)
+			}
+			t0, _ := strconv.ParseFloat(m[2], 64)
+			t1, _ := strconv.ParseFloat(m[3], 64)
+			got[mode] = append(got[mode], (t1-t0)*1e9)
+		}
+	}
+	u, k := got["user"], got["kernel"]
+	for _, mode := range []string{"user", "kernel"} {
+		var ms []string
+		for _, v := range got[mode] {
+			ms = append(ms, fmt.Sprintf("%.0f", v/1e6))
+		}
+		fmt.Fprintf(os.Stderr, "hotplug psci=%s ms: %s\n", mode, strings.Join(ms, " "))
+	}
+	lo, hi := ratioCI(u, k)
+	fmt.Fprintf(os.Stderr, "hotplug user/kernel median %.3f, 95%% CI %.3f..%.3f (%d and %d boots)\n",
+		median(u)/median(k), lo, hi, len(u), len(k))
+	b.ReportMetric(median(u)/1e6, "user-ms")
+	b.ReportMetric(slices.Min(u)/1e6, "user-min-ms")
+	b.ReportMetric(slices.Max(u)/1e6, "user-max-ms")
+	b.ReportMetric(median(k)/1e6, "kernel-ms")
+	b.ReportMetric(slices.Min(k)/1e6, "kernel-min-ms")
+	b.ReportMetric(slices.Max(k)/1e6, "kernel-max-ms")
+	b.ReportMetric(median(u)/median(k), "user/kernel")
+	b.ReportMetric(lo, "ci-lo")
+	b.ReportMetric(hi, "ci-hi")
+	b.ReportMetric(0, "ns/op")
 }
 
 // BenchmarkProfileBreakdown: what the breakdown below the exception class,
