@@ -175,7 +175,7 @@ demo: $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz | lab-deps
 endif
 
 # Benchmarks: host microbenchmarks, then the lab's (MMIO exit cost vs a bare
-# KVM_RUN loop, CPU_ON latency user vs kernel PSCI with its steps, Linux boot
+# KVM_RUN loop, the vCPU operations on PSCI in mvm's CPU_ON path, CPU_ON latency user vs kernel PSCI with its steps, Linux boot
 # to init for 1 and 8 vCPUs with mvm's memory overhead, --profile overhead,
 # mvm profile's overhead on a QEMU boot, guest-timed secondary bring-up at
 # 8-64 vCPUs in both PSCI modes, guest-timed Linux CPU hotplug (offline and
@@ -201,6 +201,7 @@ bench: $(LAB_BENCH) $(MODULE_FILES) $(BENCH_CPIO) | lab-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./exits/ ./psci/ ./devices/
 ifeq ($(NATIVE),yes)
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
+	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench VCPUOps -test.benchtime 3000x -test.count 3
 	$(if $(BENCH_BASE),MVM_BIN_BASE=$(abspath $(BENCH_BASE)) )MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(value BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
@@ -208,6 +209,7 @@ else
 	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) $(foreach f,$(BENCH_CPIO),-cpio $(f)) $(BENCH_BASE_ADD) \
 	  -run 'export $(if $(BENCH_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )$(BENCH_BASE_ENV)MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
+	    /lab/vmm.test -test.run "^$$" -test.bench VCPUOps -test.benchtime 3000x -test.count 3 && \
 	    /lab/integration.test -test.run "^$$" -test.bench "$(value BENCH_RUN)" -test.benchtime $(BENCHTIME) -test.timeout 60m'
 endif
 

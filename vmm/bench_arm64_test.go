@@ -75,6 +75,52 @@ func timeBare(b *testing.B, payload string) float64 {
 	// for RCU), which would make the bare loop look slow.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	bv := newBareVM(b, payload)
+	defer bv.close()
+	cpu, run := bv.cpu, bv.run
+	t0 := time.Now()
+	for {
+		if err := hkvm.Run(cpu); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			b.Fatal(err)
+		}
+		switch run.ExitReason() {
+		case kvm.ExitMMIO:
+			continue
+		case kvm.ExitSystemEvent:
+			return float64(time.Since(t0))
+		default:
+			b.Fatalf("bare loop: unexpected exit %d", run.ExitReason())
+		}
+	}
+}
+
+// bareVM is the bare loop's VM: RAM with the payload, one vCPU that has
+// done its first KVM_RUN (immediate exit) and starts at the payload, and
+// an in-kernel vGICv3.
+type bareVM struct {
+	cpu   *hkvm.VCPU
+	run   *kvm.Run
+	init  kvm.VCPUInit
+	close func()
+}
+
+// newBareVM builds a bareVM; call it on the thread that will run the vCPU.
+func newBareVM(b *testing.B, payload string) *bareVM {
+	var closers []func()
+	bv := &bareVM{close: func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}}
+	ok := false
+	defer func() {
+		if !ok {
+			bv.close()
+		}
+	}()
 	code, err := os.ReadFile(payload)
 	if err != nil {
 		b.Fatal(err)
@@ -83,17 +129,17 @@ func timeBare(b *testing.B, payload string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sys.Close()
+	closers = append(closers, func() { sys.Close() })
 	vm, err := hkvm.CreateVM(sys)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer vm.Close()
+	closers = append(closers, func() { vm.Close() })
 	mem, err := unix.Mmap(-1, 0, 64<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer unix.Munmap(mem)
+	closers = append(closers, func() { unix.Munmap(mem) })
 	copy(mem, code)
 	if err := hkvm.SetUserMemoryRegion(vm, &hkvm.UserspaceMemoryRegion{GuestPhysAddr: RAMBase, MemorySize: 64 << 20, UserspaceAddr: uint64(uintptrOf(mem))}); err != nil {
 		b.Fatal(err)
@@ -107,7 +153,7 @@ func timeBare(b *testing.B, payload string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cpu.Close()
+	closers = append(closers, func() { cpu.Close() })
 	if err := kvm.InitVCPU(cpu.File, &init); err != nil {
 		b.Fatal(err)
 	}
@@ -115,7 +161,7 @@ func timeBare(b *testing.B, payload string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer gic.Close()
+	closers = append(closers, func() { gic.Close() })
 	dist, redist, nr := uint64(GICDistBase), uint64(GICRedistBase), uint32(NrIRQs)
 	for _, a := range []struct {
 		group uint32
@@ -135,7 +181,7 @@ func timeBare(b *testing.B, payload string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer run.Unmap()
+	closers = append(closers, func() { run.Unmap() })
 	// mvm does its first KVM_RUN (KVM's one-off set-up) before the guest
 	// starts; do the same outside the timed loop.
 	run.SetImmediateExit(true)
@@ -143,21 +189,94 @@ func timeBare(b *testing.B, payload string) float64 {
 	run.SetImmediateExit(false)
 	kvm.SetOneReg(cpu.File, kvm.RegPC, RAMBase)
 	kvm.SetOneReg(cpu.File, kvm.RegPSTATE, kvm.PSTATEBoot)
-	t0 := time.Now()
-	for {
-		if err := hkvm.Run(cpu); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
+	bv.cpu, bv.run, bv.init = cpu, run, init
+	ok = true
+	return bv
+}
+
+// BenchmarkVCPUOps times, one at a time, what PSCI in mvm adds to a CPU_ON
+// and what it saves, on a vCPU that has run (the bare loop's VM, after a
+// full run of mmio.bin):
+//
+//   - GetOneReg, SetOneReg: one KVM_GET/SET_ONE_REG (the caller reads X1-X3
+//     and writes X0; the target's PC is written);
+//   - UserExit: one MMIO exit to userspace and back into the guest (the
+//     caller's CPU_ON exit to mvm, which KVM's in-kernel PSCI does not take);
+//   - VCPUInit: KVM_ARM_VCPU_INIT of a vCPU that has run, whose reset is the
+//     one KVM's in-kernel CPU_ON does on the target's path (kvm_reset_vcpu)
+//     and mvm does while the vCPU is parked.
+//
+// ns/op is per operation; docs/boot-phases.md adds them up.
+func BenchmarkVCPUOps(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	payload := mmioPayload(b)
+	bv := newBareVM(b, payload)
+	defer bv.close()
+	// Run the payload once so the vCPU has run and its pages are mapped.
+	exits := 0
+	for done := false; !done; {
+		if err := hkvm.Run(bv.cpu); err != nil && err != unix.EINTR {
 			b.Fatal(err)
 		}
-		switch run.ExitReason() {
+		switch bv.run.ExitReason() {
 		case kvm.ExitMMIO:
-			continue
+			exits++
 		case kvm.ExitSystemEvent:
-			return float64(time.Since(t0))
-		default:
-			b.Fatalf("bare loop: unexpected exit %d", run.ExitReason())
+			done = true
 		}
+	}
+	b.Run("GetOneReg", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := kvm.GetOneReg(bv.cpu.File, kvm.RegX(1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("SetOneReg", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := kvm.SetOneReg(bv.cpu.File, kvm.RegX(0), uint64(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("VCPUInit", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := kvm.InitVCPU(bv.cpu.File, &bv.init); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("UserExit", func(b *testing.B) {
+		// Whole runs of the payload (mmioExits exits each), until b.N
+		// exits; timed per exit, without the re-init between runs.
+		var n int
+		var d time.Duration
+		for n < b.N {
+			if err := kvm.InitVCPU(bv.cpu.File, &bv.init); err != nil {
+				b.Fatal(err)
+			}
+			if err := kvm.SetOneReg(bv.cpu.File, kvm.RegPC, RAMBase); err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			for done := false; !done; {
+				if err := hkvm.Run(bv.cpu); err != nil && err != unix.EINTR {
+					b.Fatal(err)
+				}
+				switch bv.run.ExitReason() {
+				case kvm.ExitMMIO:
+					n++
+				case kvm.ExitSystemEvent:
+					done = true
+				}
+			}
+			d += time.Since(t0)
+		}
+		b.ReportMetric(float64(d)/float64(n), "ns/exit")
+		b.ReportMetric(0, "ns/op")
+	})
+	if exits != mmioExits {
+		b.Fatalf("mmio.bin made %d MMIO exits, want %d", exits, mmioExits)
 	}
 }
