@@ -223,14 +223,16 @@ func TestSMP(t *testing.T) {
 	}
 }
 
-var reHammer = regexp.MustCompile(`(?m)^hammer cpus (\d+) rounds (\d+) starts (\d+) errors (\d+) mismatches (\d+) timeouts (\d+)$`)
+var reHammer = regexp.MustCompile(`(?m)^hammer cpus (\d+) rounds (\d+) starts (\d+) errors (\d+) mismatches (\d+) timeouts (\d+) badentry (\d+)$`)
 
 // TestCPUOnHammer runs guest/payloads/cpuhammer.s: 24 rounds in which
 // every secondary of a 64- or 96-vCPU guest is powered on (by the boot CPU
 // and, racing it, by its neighbour) and powers itself off again. With PSCI
 // in mvm every start goes through the park/wake path of vcpu.Loop; a lost
 // CPU_ON or wake-up shows as a timeout, a double start of one CPU_ON as a
-// mismatch between successful CPU_ONs and starts.
+// mismatch between successful CPU_ONs and starts, and a start whose entry
+// state was not reset after the state the vCPU left at its CPU_OFF (PSTATE,
+// SCTLR_EL1: vcpu.rearm) as a bad entry.
 func TestCPUOnHammer(t *testing.T) {
 	for _, c := range []struct {
 		cpus int
@@ -258,7 +260,8 @@ func TestCPUOnHammer(t *testing.T) {
 			if min := n(2) * (c.cpus - 1); n(3) < min {
 				t.Errorf("%d starts, want at least %d (%d rounds x %d secondaries)", n(3), min, n(2), c.cpus-1)
 			}
-			for i, what := range map[int]string{4: "unexpected PSCI results", 5: "rounds where successful CPU_ONs != starts", 6: "waits past their deadline (lost CPU_ON or wake-up)"} {
+			for i, what := range map[int]string{4: "unexpected PSCI results", 5: "rounds where successful CPU_ONs != starts", 6: "waits past their deadline (lost CPU_ON or wake-up)",
+				7: "starts with an entry state other than PSCI's (EL1h, DAIF masked, MMU, caches and alignment check off)"} {
 				if n(i) != 0 {
 					t.Errorf("%d %s", n(i), what)
 				}

@@ -14,13 +14,18 @@
 //
 // At the end it prints one line and calls SYSTEM_OFF:
 //
-//	hammer cpus N rounds R starts S errors E mismatches M timeouts T
+//	hammer cpus N rounds R starts S errors E mismatches M timeouts T badentry B
 //
 // errors: CPU_ON results other than SUCCESS and ALREADY_ON, or a CPU_OFF
 // that returned; mismatches: rounds where successes != starts; timeouts:
-// waits that passed their deadline (a lost CPU_ON or wake-up). Each wait
-// has a deadline read from the generic timer, so a broken VMM shows up as
-// non-zero counts, not as a hang.
+// waits that passed their deadline (a lost CPU_ON or wake-up); badentry:
+// starts whose entry state was not PSCI's (EL1 on SP_EL1, D, A, I and F
+// masked, SCTLR_EL1's M, A, C and I clear: MMU, alignment check and
+// caches off), although every secondary leaves that state changed before
+// its CPU_OFF (unmasks D and A, switches to SP_EL0, sets SCTLR_EL1.A and
+// .I), so a VMM that does not reset it on the next CPU_ON is caught. Each
+// wait has a deadline read from the generic timer, so a broken VMM shows
+// up as non-zero counts, not as a hang.
 //
 // The MMU stays off (Device memory: no exclusives), so every counter has a
 // single writer: its vCPU's own slot; loads and stores are ordered with DSB.
@@ -38,9 +43,12 @@
 	.equ S_STARTS,  8                   // times this vCPU was started
 	.equ S_SUCC,    16                  // CPU_ONs this vCPU made that succeeded
 	.equ S_ERRS,    24                  // unexpected PSCI results it saw
+	.equ S_BAD,     32                  // starts with a wrong entry state
 	.equ G_ROUND,   0
 	.equ G_NCPUS,   8
 
+	.equ ENTRY_DAIF, 0x3c0               // D, A, I, F masked
+	.equ SCTLR_OFF_BITS, 0x1007          // M, A, C, I (SCTLR_EL1 bits 0, 1, 2, 12)
 	.equ ALREADY_ON, -4
 	.equ INVALID_PARAMETERS, -2
 	.equ AFF_OFF,   1
@@ -165,10 +173,13 @@ check:
 	// Report.
 	mov	x27, x10			// total starts
 	mov	x28, #0				// total errors
+	mov	x23, #0				// total bad entries
 	mov	x19, #0
 1:	SLOT	x22, x19
 	ldr	x11, [x22, #S_ERRS]
 	add	x28, x28, x11
+	ldr	x11, [x22, #S_BAD]
+	add	x23, x23, x11
 	add	x19, x19, #1
 	cmp	x19, x20
 	b.lo	1b
@@ -189,6 +200,9 @@ check:
 	bl	putdec
 	PRINT	" timeouts "
 	mov	x1, x24
+	bl	putdec
+	PRINT	" badentry "
+	mov	x1, x23
 	bl	putdec
 	bl	newline
 	ldr	x0, =PSCI_SYSTEM_OFF
@@ -224,6 +238,23 @@ cpu_on:
 secondary:
 	mov	x19, x0
 	SLOT	x22, x19
+	// The entry state (see the top): any difference counts once.
+	mrs	x9, CurrentEL
+	cmp	x9, #(1 << 2)			// EL1
+	mrs	x9, spsel
+	ccmp	x9, #1, #0, eq			// on SP_EL1
+	mrs	x9, daif
+	mov	x10, #ENTRY_DAIF
+	ccmp	x9, x10, #0, eq
+	mrs	x9, sctlr_el1
+	mov	x10, #SCTLR_OFF_BITS
+	and	x9, x9, x10
+	ccmp	x9, #0, #0, eq
+	b.eq	1f
+	ldr	x9, [x22, #S_BAD]
+	add	x9, x9, #1
+	str	x9, [x22, #S_BAD]
+1:
 	ldr	x9, =GLOBALS
 	ldr	x21, [x9, #G_ROUND]
 	ldr	x20, [x9, #G_NCPUS]
@@ -243,6 +274,14 @@ secondary:
 	mov	x0, x19
 	bl	cpu_on
 off:	dsb	sy
+	// Leave the state changed for the next start to find reset.
+	msr	daifclr, #0xc			// unmask D and A
+	msr	spsel, #0
+	mrs	x9, sctlr_el1
+	mov	x10, #((1 << 1) | (1 << 12))	// A, I
+	orr	x9, x9, x10
+	msr	sctlr_el1, x9
+	isb
 	ldr	x0, =PSCI_CPU_OFF
 	hvc	#0
 	// CPU_OFF returned: an error.
