@@ -16,8 +16,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mvm-dev/mvm/guest"
 )
 
 // Benchmarks of issue "mvm run" and "exit profiling", run by 'make bench'
@@ -465,32 +463,17 @@ func BenchmarkBringUp(b *testing.B) {
 				}
 			}
 			for _, mode := range []string{"user", "kernel"} {
-				var ms []string
-				for _, v := range got[mode] {
-					ms = append(ms, fmt.Sprintf("%.0f", v/1e6))
-				}
-				fmt.Fprintf(os.Stderr, "bring-up cpus=%d psci=%s ms: %s (failed boots: %d)\n", cpus, mode, strings.Join(ms, " "), hung[mode])
+				fmt.Fprintf(os.Stderr, "bring-up cpus=%d psci=%s ms: %s (failed boots: %d)\n", cpus, mode, msList(got[mode]), hung[mode])
 			}
 			u, k := got["user"], got["kernel"]
 			if len(u) == 0 || len(k) == 0 {
 				b.Fatalf("cpus=%d: no complete boot in one of the modes (user %d, kernel %d failed)", cpus, hung["user"], hung["kernel"])
 			}
-			b.ReportMetric(median(u)/1e6, "user-ms")
-			b.ReportMetric(slices.Min(u)/1e6, "user-min-ms")
-			b.ReportMetric(slices.Max(u)/1e6, "user-max-ms")
-			b.ReportMetric(median(k)/1e6, "kernel-ms")
-			b.ReportMetric(slices.Min(k)/1e6, "kernel-min-ms")
-			b.ReportMetric(slices.Max(k)/1e6, "kernel-max-ms")
 			// The bootstrap interval says whether the boots can tell the
 			// modes apart at all: with PSCI in mvm each secondary's CPU_ON
 			// costs some 0.1 ms more (BenchmarkCPUOn), a few ms of a
 			// bring-up whose boot-to-boot spread is tens of ms or more.
-			lo, hi := ratioCI(u, k)
-			fmt.Fprintf(os.Stderr, "bring-up cpus=%d user/kernel median %.3f, 95%% CI %.3f..%.3f (%d and %d boots)\n",
-				cpus, median(u)/median(k), lo, hi, len(u), len(k))
-			b.ReportMetric(median(u)/median(k), "user/kernel")
-			b.ReportMetric(lo, "ci-lo")
-			b.ReportMetric(hi, "ci-hi")
+			reportUserKernel(b, fmt.Sprintf("bring-up cpus=%d", cpus), u, k)
 			b.ReportMetric(float64(hung["user"]+hung["kernel"]), "failed-boots")
 			b.ReportMetric(0, "ns/op")
 		})
@@ -516,14 +499,7 @@ var hotplugTimeRe = regexp.MustCompile(`mvm-hotplug: online (\S+) from ([0-9.]+)
 // first; three boots a side per iteration. It prints every sample and a
 // bootstrap 95% interval of the user/kernel median ratio. Aim: <= 1.0.
 func BenchmarkHotplug(b *testing.B) {
-	blob, err := guest.TestInitramfsWith(env(b, "MVM_BUSYBOX"), "", nil, nil, hotplugBenchCmd)
-	if err != nil {
-		b.Fatal(err)
-	}
-	initrd := filepath.Join(b.TempDir(), "initrd.gz")
-	if err := os.WriteFile(initrd, blob, 0o644); err != nil {
-		b.Fatal(err)
-	}
+	initrd := initrdWithCmd(b, hotplugBenchCmd)
 	got := map[string][]float64{}
 	for i := 0; i < 3*b.N; i++ {
 		modes := []string{"user", "kernel"}
@@ -542,27 +518,40 @@ func BenchmarkHotplug(b *testing.B) {
 			got[mode] = append(got[mode], (t1-t0)*1e9)
 		}
 	}
-	u, k := got["user"], got["kernel"]
 	for _, mode := range []string{"user", "kernel"} {
-		var ms []string
-		for _, v := range got[mode] {
-			ms = append(ms, fmt.Sprintf("%.0f", v/1e6))
-		}
-		fmt.Fprintf(os.Stderr, "hotplug psci=%s ms: %s\n", mode, strings.Join(ms, " "))
+		fmt.Fprintf(os.Stderr, "hotplug psci=%s ms: %s\n", mode, msList(got[mode]))
 	}
+	reportUserKernel(b, "hotplug", got["user"], got["kernel"])
+	b.ReportMetric(0, "ns/op")
+}
+
+// msList is samples in ns as a line of whole milliseconds.
+func msList(v []float64) string {
+	ms := make([]string, len(v))
+	for i, x := range v {
+		ms[i] = fmt.Sprintf("%.0f", x/1e6)
+	}
+	return strings.Join(ms, " ")
+}
+
+// reportUserKernel prints label's user/kernel ratio of the medians of u
+// and k (ns, PSCI in mvm and in KVM) with its bootstrap 95% interval, and
+// reports the ratio, the interval and each side's median, min and max (ms).
+func reportUserKernel(b *testing.B, label string, u, k []float64) {
 	lo, hi := ratioCI(u, k)
-	fmt.Fprintf(os.Stderr, "hotplug user/kernel median %.3f, 95%% CI %.3f..%.3f (%d and %d boots)\n",
-		median(u)/median(k), lo, hi, len(u), len(k))
-	b.ReportMetric(median(u)/1e6, "user-ms")
-	b.ReportMetric(slices.Min(u)/1e6, "user-min-ms")
-	b.ReportMetric(slices.Max(u)/1e6, "user-max-ms")
-	b.ReportMetric(median(k)/1e6, "kernel-ms")
-	b.ReportMetric(slices.Min(k)/1e6, "kernel-min-ms")
-	b.ReportMetric(slices.Max(k)/1e6, "kernel-max-ms")
+	fmt.Fprintf(os.Stderr, "%s user/kernel median %.3f, 95%% CI %.3f..%.3f (%d and %d boots)\n",
+		label, median(u)/median(k), lo, hi, len(u), len(k))
+	for _, side := range []struct {
+		name string
+		v    []float64
+	}{{"user", u}, {"kernel", k}} {
+		b.ReportMetric(median(side.v)/1e6, side.name+"-ms")
+		b.ReportMetric(slices.Min(side.v)/1e6, side.name+"-min-ms")
+		b.ReportMetric(slices.Max(side.v)/1e6, side.name+"-max-ms")
+	}
 	b.ReportMetric(median(u)/median(k), "user/kernel")
 	b.ReportMetric(lo, "ci-lo")
 	b.ReportMetric(hi, "ci-hi")
-	b.ReportMetric(0, "ns/op")
 }
 
 // BenchmarkProfileBreakdown: what the breakdown below the exception class,

@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/mvm-dev/mvm/guest"
 )
 
 // mapping is one entry of /proc/PID/smaps.
@@ -212,15 +210,7 @@ func binarySections(pid int, bin string, maps []mapping) (map[string]uint64, err
 // then waits to be stopped.
 func footprintInitrd(tb testing.TB) string {
 	tb.Helper()
-	blob, err := guest.TestInitramfsWith(env(tb, "MVM_BUSYBOX"), "", nil, nil, "echo mvm-footprint: ready\nsleep 600")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p := filepath.Join(tb.TempDir(), "initrd.gz")
-	if err := os.WriteFile(p, blob, 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	return p
+	return initrdWithCmd(tb, "echo mvm-footprint: ready\nsleep 600")
 }
 
 // footprintBoot boots Linux on 1 vCPU with 128 MiB, waits for the guest's

@@ -31,6 +31,27 @@ var linuxInitrd = sync.OnceValues(func() (string, error) {
 	return path, guest.WriteTestInitramfs(bb, path)
 })
 
+// initrdWithCmd writes the Linux test guests' initramfs with cmd as its
+// /mvm-cmd script (guest.TestInitramfsWith) into a temporary directory.
+func initrdWithCmd(tb testing.TB, cmd string) string {
+	tb.Helper()
+	blob, err := guest.TestInitramfsWith(env(tb, "MVM_BUSYBOX"), "", nil, nil, cmd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return saveInitrd(tb, blob)
+}
+
+// saveInitrd writes an initramfs into a temporary directory.
+func saveInitrd(tb testing.TB, blob []byte) string {
+	tb.Helper()
+	p := filepath.Join(tb.TempDir(), "initrd.gz")
+	if err := os.WriteFile(p, blob, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 func testInitrd(t *testing.T) string {
 	t.Helper()
 	p, err := linuxInitrd()
@@ -89,14 +110,7 @@ for c in 1 2 3; do echo "mvm-hotplug: task for $c ran on $(taskset -c $c cat /pr
 // which has run before (mvm resets it while it is parked). Every CPU must
 // come back and run a task.
 func TestLinuxCPUHotplug(t *testing.T) {
-	blob, err := guest.TestInitramfsWith(env(t, "MVM_BUSYBOX"), "", nil, nil, hotplugCmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	initrd := filepath.Join(t.TempDir(), "initrd.gz")
-	if err := os.WriteFile(initrd, blob, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	initrd := initrdWithCmd(t, hotplugCmd)
 	for _, mode := range []string{"user", "kernel"} {
 		t.Run("psci="+mode, func(t *testing.T) {
 			r := mvm(t, 4*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", initrd,

@@ -4,8 +4,6 @@ package integration
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,11 +44,7 @@ func platformInitrd(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "initrd.gz")
-	if err := os.WriteFile(p, blob, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return saveInitrd(t, blob)
 }
 
 var (

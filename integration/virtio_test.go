@@ -39,11 +39,7 @@ func virtioInitrdWith(t testing.TB, files map[string]string, cmd string) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "initrd.gz")
-	if err := os.WriteFile(p, blob, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return saveInitrd(t, blob)
 }
 
 // randomFile writes n random bytes to dir/name.

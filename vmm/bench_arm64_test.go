@@ -77,24 +77,9 @@ func timeBare(b *testing.B, payload string) float64 {
 	defer runtime.UnlockOSThread()
 	bv := newBareVM(b, payload)
 	defer bv.close()
-	cpu, run := bv.cpu, bv.run
 	t0 := time.Now()
-	for {
-		if err := hkvm.Run(cpu); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			b.Fatal(err)
-		}
-		switch run.ExitReason() {
-		case kvm.ExitMMIO:
-			continue
-		case kvm.ExitSystemEvent:
-			return float64(time.Since(t0))
-		default:
-			b.Fatalf("bare loop: unexpected exit %d", run.ExitReason())
-		}
-	}
+	bv.runToOff(b)
+	return float64(time.Since(t0))
 }
 
 // bareVM is the bare loop's VM: RAM with the payload, one vCPU that has
@@ -105,6 +90,28 @@ type bareVM struct {
 	run   *kvm.Run
 	init  kvm.VCPUInit
 	close func()
+}
+
+// runToOff runs the vCPU, re-entering at once after every MMIO exit, until
+// the guest's SYSTEM_OFF, and returns the number of MMIO exits.
+func (bv *bareVM) runToOff(b *testing.B) int {
+	exits := 0
+	for {
+		if err := hkvm.Run(bv.cpu); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			b.Fatal(err)
+		}
+		switch bv.run.ExitReason() {
+		case kvm.ExitMMIO:
+			exits++
+		case kvm.ExitSystemEvent:
+			return exits
+		default:
+			b.Fatalf("bare loop: unexpected exit %d", bv.run.ExitReason())
+		}
+	}
 }
 
 // newBareVM builds a bareVM; call it on the thread that will run the vCPU.
@@ -214,17 +221,8 @@ func BenchmarkVCPUOps(b *testing.B) {
 	bv := newBareVM(b, payload)
 	defer bv.close()
 	// Run the payload once so the vCPU has run and its pages are mapped.
-	exits := 0
-	for done := false; !done; {
-		if err := hkvm.Run(bv.cpu); err != nil && err != unix.EINTR {
-			b.Fatal(err)
-		}
-		switch bv.run.ExitReason() {
-		case kvm.ExitMMIO:
-			exits++
-		case kvm.ExitSystemEvent:
-			done = true
-		}
+	if exits := bv.runToOff(b); exits != mmioExits {
+		b.Fatalf("mmio.bin made %d MMIO exits, want %d", exits, mmioExits)
 	}
 	b.Run("GetOneReg", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
@@ -260,23 +258,10 @@ func BenchmarkVCPUOps(b *testing.B) {
 				b.Fatal(err)
 			}
 			t0 := time.Now()
-			for done := false; !done; {
-				if err := hkvm.Run(bv.cpu); err != nil && err != unix.EINTR {
-					b.Fatal(err)
-				}
-				switch bv.run.ExitReason() {
-				case kvm.ExitMMIO:
-					n++
-				case kvm.ExitSystemEvent:
-					done = true
-				}
-			}
+			n += bv.runToOff(b)
 			d += time.Since(t0)
 		}
 		b.ReportMetric(float64(d)/float64(n), "ns/exit")
 		b.ReportMetric(0, "ns/op")
 	})
-	if exits != mmioExits {
-		b.Fatalf("mmio.bin made %d MMIO exits, want %d", exits, mmioExits)
-	}
 }
