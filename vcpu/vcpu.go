@@ -97,7 +97,7 @@ type VCPU struct {
 	box   mailbox
 
 	// parked is set while the loop waits in its mailbox with the vCPU
-	// already reset (KVM_ARM_VCPU_INIT done): only then may another
+	// already reset (resetState or rearm done): only then may another
 	// thread write its registers. regs says who writes them for the
 	// request being started: its low two bits are the state (regsNone ->
 	// regsPoster -> regsDone, or regsNone -> regsOwner), the rest count
