@@ -429,6 +429,14 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 	}
 }
 
+// Reinit puts a vCPU whose loop has ended back in its reset state
+// (KVM_ARM_VCPU_INIT, unless it is still in it), for a reboot: done for
+// every vCPU before the next boot starts any, the init's stage-2 unmap on
+// hosts without FEAT_S2FWB (resetState) happens while no vCPU runs, and
+// each Loop's first park finds its vCPU fresh. Call it on the vCPU's
+// thread.
+func (v *VCPU) Reinit() error { return v.resetState() }
+
 // resetState puts the vCPU in its reset state with KVM_ARM_VCPU_INIT,
 // unless no guest instruction ran since the last one (a vCPU parked for the
 // first time, with only Prewarm's KVM_RUN behind it, which enters no guest).

@@ -633,6 +633,10 @@ func (m *VM) reboot() error {
 	if err := m.load(); err != nil {
 		return err
 	}
+	// Every vCPU is reset before any starts again (vcpu.Reinit).
+	if err := m.onEachVCPU((*vcpu.VCPU).Reinit); err != nil {
+		return fmt.Errorf("reboot: %w", err)
+	}
 	if m.pm != nil {
 		m.pm.Reset()
 	}
