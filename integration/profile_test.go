@@ -413,6 +413,7 @@ func TestMetricsDuringBoot(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 
 	var scrapes []map[string]*dto.MetricFamily
+	procName, threads := "", map[string]bool{}
 	deadline := time.After(4 * time.Minute)
 loop:
 	for {
@@ -430,9 +431,20 @@ loop:
 		if fams, err := scrape("http://" + addr + "/metrics"); err == nil {
 			scrapes = append(scrapes, fams)
 		}
+		procName, threads = procNames(cmd.Process.Pid, procName, threads)
 	}
 	if len(scrapes) < 2 {
 		t.Fatalf("only %d successful scrapes during the boot", len(scrapes))
+	}
+	// The process keeps its name (a vCPU goroutine never takes the main
+	// thread, whose name is the process's) and each vCPU thread has its.
+	if procName != "mvm" {
+		t.Errorf("/proc/PID/comm during the run = %q, want mvm", procName)
+	}
+	for k := 0; k < 4; k++ {
+		if name := fmt.Sprintf("mvm-vcpu-%d", k); !threads[name] {
+			t.Errorf("no thread named %s among %v", name, threads)
+		}
 	}
 	first, last := scrapes[0], scrapes[len(scrapes)-1]
 	total := func(fams map[string]*dto.MetricFamily) float64 {
@@ -509,4 +521,20 @@ next:
 		}
 	}
 	return s
+}
+
+// procNames adds what /proc says of process pid now to what was seen
+// before: its name (the first one other than "mvm" sticks, so one wrong
+// reading is kept) and the names of its threads.
+func procNames(pid int, name string, threads map[string]bool) (string, map[string]bool) {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && (name == "" || name == "mvm") {
+		name = strings.TrimSpace(string(b))
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/comm", pid))
+	for _, f := range tasks {
+		if b, err := os.ReadFile(f); err == nil {
+			threads[strings.TrimSpace(string(b))] = true
+		}
+	}
+	return name, threads
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ func runtimeSettings() []string { return []string{"disablethp=1", "asyncpreempto
 // godebugBeforeEnv, so that commands mvm starts (mvm profile's) get it
 // back instead of mvm's settings (childEnviron).
 func withRuntimeSettings(start time.Time) {
+	if _, ok := os.LookupEnv(startEnv); ok {
+		nameAfterExec()
+	}
 	before, had := os.LookupEnv("GODEBUG")
 	godebug, changed := withSettings(before)
 	if !changed {
@@ -58,6 +62,32 @@ func withRuntimeSettings(start time.Time) {
 	env = append(env, "GODEBUG="+godebug, startEnv+"="+strconv.FormatInt(start.UnixNano(), 10), godebugBeforeEnv+"="+saved)
 	// /proc/self/exe is this very binary even if its path has changed.
 	syscall.Exec("/proc/self/exe", os.Args, env)
+}
+
+// nameAfterExec gives the process its name back after withRuntimeSettings'
+// exec: exec names a process after the file it runs, here /proc/self/exe,
+// so ps and top showed "exe" (and mvm profile --pid, which tells VMMs
+// apart by name, would have too). The name is the binary's (at most 15
+// bytes, the kernel's limit), as without the exec. It goes to every
+// thread the runtime has started so far, which a new thread takes its
+// name from; the main thread's is the process's (main's init keeps the
+// main goroutine there, so no goroutine that renames its thread, as a
+// vCPU's does, can rename the process).
+func nameAfterExec() {
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	name := filepath.Base(exe)
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	tasks, _ := filepath.Glob("/proc/self/task/*/comm")
+	for _, f := range tasks {
+		// A name is a convenience: a thread that is gone or refuses
+		// keeps "exe".
+		_ = os.WriteFile(f, []byte(name), 0)
+	}
 }
 
 // godebugBeforeEnv carries, across withRuntimeSettings' exec, the GODEBUG

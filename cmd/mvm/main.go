@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -27,6 +28,12 @@ func (e *exitError) Error() string { return e.msg }
 
 // usageError marks a bad command line (exit status 2).
 type usageError struct{ error }
+
+// init keeps the main goroutine on the main thread. Each vCPU goroutine
+// locks the thread it starts on and names it mvm-vcpu-N; were that the
+// main thread, its name would become the process's (/proc/PID/comm: what
+// ps and top show, and what mvm profile --pid matches VMMs by).
+func init() { runtime.LockOSThread() }
 
 func main() {
 	start := time.Now()

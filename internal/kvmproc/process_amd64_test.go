@@ -23,6 +23,12 @@ import (
 // holderHalts is how many HLT exits the holder's guest makes.
 const holderHalts = 4
 
+// init keeps the main goroutine on the main thread, so that the holder's
+// named "vCPU" goroutine (which locks the thread it starts on) never runs
+// on the thread group leader, whose name is the process's (/proc/PID/comm,
+// which Name reads): it did once under a loaded make test ("fc_vcpu 0").
+func init() { runtime.LockOSThread() }
+
 func TestMain(m *testing.M) {
 	x86vm.ServeHolder(holdVM)
 	os.Exit(m.Run())
