@@ -41,32 +41,20 @@ func findVCPUESR() (vcpuESR, error) {
 	if err != nil {
 		return vcpuESR{}, fmt.Errorf("kernel BTF: %w", err)
 	}
-	var v *btf.Var
-	if err := spec.TypeByName("kvm_running_vcpu", &v); err != nil {
-		return vcpuESR{}, fmt.Errorf("kernel BTF: kvm_running_vcpu: %w", err)
-	}
-	id, err := spec.TypeID(v)
+	v, id, err := typeNamed[*btf.Var](spec, "kvm_running_vcpu", "kvm_running_vcpu")
 	if err != nil {
-		return vcpuESR{}, fmt.Errorf("kernel BTF: kvm_running_vcpu: %w", err)
+		return vcpuESR{}, err
 	}
 	if p, ok := btf.As[*btf.Pointer](v.Type); !ok || p.Target == nil {
 		return vcpuESR{}, errors.New("kernel BTF: kvm_running_vcpu is not a pointer")
 	}
-	var vcpu *btf.Struct
-	if err := spec.TypeByName("kvm_vcpu", &vcpu); err != nil {
-		return vcpuESR{}, fmt.Errorf("kernel BTF: struct kvm_vcpu: %w", err)
-	}
-	vcpuID, err := spec.TypeID(vcpu)
+	vcpu, vcpuID, err := typeNamed[*btf.Struct](spec, "kvm_vcpu", "struct kvm_vcpu")
 	if err != nil {
-		return vcpuESR{}, fmt.Errorf("kernel BTF: struct kvm_vcpu: %w", err)
+		return vcpuESR{}, err
 	}
-	var cast *btf.Func
-	if err := spec.TypeByName("bpf_rdonly_cast", &cast); err != nil {
-		return vcpuESR{}, fmt.Errorf("kernel BTF: kfunc bpf_rdonly_cast (Linux 6.2+): %w", err)
-	}
-	castID, err := spec.TypeID(cast)
+	_, castID, err := typeNamed[*btf.Func](spec, "bpf_rdonly_cast", "kfunc bpf_rdonly_cast (Linux 6.2+)")
 	if err != nil {
-		return vcpuESR{}, fmt.Errorf("kernel BTF: bpf_rdonly_cast: %w", err)
+		return vcpuESR{}, err
 	}
 	off, size, err := memberOffset(vcpu, "arch", "fault", "esr_el2")
 	if err != nil {
@@ -79,6 +67,20 @@ func findVCPUESR() (vcpuESR, error) {
 		return vcpuESR{}, fmt.Errorf("kernel BTF: kvm_vcpu.arch.fault.esr_el2 has %d bytes", size)
 	}
 	return vcpuESR{varID: id, off: off, vcpuID: vcpuID, castID: castID}, nil
+}
+
+// typeNamed is the type of kind T called name in spec, and its ID; what
+// names it in errors.
+func typeNamed[T btf.Type](spec *btf.Spec, name, what string) (T, btf.TypeID, error) {
+	var t T
+	if err := spec.TypeByName(name, &t); err != nil {
+		return t, 0, fmt.Errorf("kernel BTF: %s: %w", what, err)
+	}
+	id, err := spec.TypeID(t)
+	if err != nil {
+		return t, 0, fmt.Errorf("kernel BTF: %s: %w", what, err)
+	}
+	return t, id, nil
 }
 
 // memberOffset is the byte offset and size of the member at path in s.
