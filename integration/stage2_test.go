@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestCPUOffKeepsGuestMapped(t *testing.T) {
 	iabt := map[string]uint64{}
 	for _, mode := range []string{"user", "kernel"} {
 		out := filepath.Join(t.TempDir(), "profile.json")
-		r := mvm(t, 2*time.Minute, "run", "--kernel", payload(t, "cpuon.bin"), "--cpus", "16", "--psci", mode,
+		r := mvm(t, 2*time.Minute, "run", "--kernel", payload(t, "cpuon.bin"), "--cpus", strconv.Itoa(cpus), "--psci", mode,
 			"--profile", "--profile-format", "json", "--profile-out", out)
 		if r.code != 0 {
 			t.Fatalf("%s: exit status %d\n%s", mode, r.code, r.stderr)
