@@ -139,16 +139,23 @@ type bootPlan struct {
 	place  Placement
 }
 
-// CheckBoot checks what New checks before it touches KVM: the
-// configuration, the kernel and initrd files, and that they fit in RAM. A
-// tool that starts many VMs (mvm bench) calls it once for each
-// configuration before the first boot.
+// CheckBoot checks what New checks before it touches the host: the
+// configuration, the kernel and initrd files and that they fit in RAM, the
+// disk images and the guest symbols. A tool that starts many VMs (mvm
+// bench) calls it once for each configuration before the first boot. Its
+// errors are InputErrors.
 func CheckBoot(cfg Config) error {
-	_, err := prepare(cfg)
+	_, err := checkInput(cfg)
 	return err
 }
 
+// prepare works out the boot plan of cfg; its errors are InputErrors.
 func prepare(cfg Config) (bootPlan, error) {
+	p, err := plan(cfg)
+	return p, asInput(err)
+}
+
+func plan(cfg Config) (bootPlan, error) {
 	var p bootPlan
 	if err := cfg.Validate(); err != nil {
 		return p, err

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mvm-dev/mvm/vmm"
 )
 
 // exitError carries an exit status with an optional one-line message.
@@ -26,7 +28,9 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-// usageError marks a bad command line (exit status 2).
+// usageError marks bad input (exit status 2): a bad command line, or a
+// file it names that is missing, unreadable or of the wrong kind. The
+// vmm package marks its own such errors with vmm.InputError.
 type usageError struct{ error }
 
 // init keeps the main goroutine on the main thread. Each vCPU goroutine
@@ -53,14 +57,16 @@ func main() {
 
 // exitStatus maps an error to mvm's exit status and its one-line message by
 // the error's type, never its text: an EINVAL from a KVM ioctl says
-// "invalid argument" too, and is not a bad command line.
+// "invalid argument" too, and is not a bad command line. Bad input
+// (usageError, vmm.InputError) is 2, anything else 1.
 func exitStatus(err error) (int, string) {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code, ee.msg
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
+	var ie *vmm.InputError
+	if errors.As(err, &ue) || errors.As(err, &ie) {
 		return 2, err.Error()
 	}
 	return 1, err.Error()

@@ -18,6 +18,7 @@ import (
 	"github.com/mvm-dev/mvm/exits/attach"
 	"github.com/mvm-dev/mvm/exits/render"
 	"github.com/mvm-dev/mvm/internal/kvmproc"
+	"github.com/mvm-dev/mvm/vmm"
 )
 
 type profileFlags struct {
@@ -124,7 +125,15 @@ func (f *profileFlags) check(cmd *cobra.Command, args []string) error {
 			return usageError{fmt.Errorf("--sources: unknown source %q: use kvm_stats or tracepoint", s)}
 		}
 	}
-	return nil
+	if f.metricsAddr != "" {
+		if err := vmm.CheckListenAddr(f.metricsAddr); err != nil {
+			return usageError{fmt.Errorf("--metrics-addr %w", err)}
+		}
+	}
+	if _, err := newLogger(f.logLevel); err != nil {
+		return err
+	}
+	return checkOutput("--out", f.out)
 }
 
 func runProfile(cmd *cobra.Command, f *profileFlags, args []string) error {
@@ -138,11 +147,10 @@ func runProfile(cmd *cobra.Command, f *profileFlags, args []string) error {
 	out := io.Writer(os.Stderr)
 	isTTY := term.IsTerminal(int(os.Stderr.Fd()))
 	if f.out != "" {
-		file, err := os.Create(f.out)
-		if err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		defer file.Close()
+		// Created at the first write: a profile that never starts (no
+		// such process, no access) leaves no file.
+		file := &lazyFile{flag: "--out ", path: f.out}
+		defer file.close()
 		out, isTTY = file, false
 	}
 	write := func(rep *exits.Report) error {

@@ -18,7 +18,6 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/render"
 	"github.com/mvm-dev/mvm/report"
-	"github.com/mvm-dev/mvm/vcpu"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -222,8 +221,12 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-// check turns the flags into the VM's configuration (without the console):
-// every usage error mvm run can find without touching files.
+// check turns the flags into the VM's configuration (without the console)
+// and checks the flags vmm.Config does not carry: every mistake in the
+// command line itself, and in the files it names for mvm to write (the
+// console file, --result-json, --report, --profile-out: creatable, though
+// not created yet). The files mvm reads are vmm.New's and vmm.CheckBoot's
+// to check; both do so before they probe the host.
 func (f *runFlags) check(start time.Time) (vmm.Config, error) {
 	if f.kernel == "" {
 		return vmm.Config{}, usageError{errors.New("--kernel is required: an arm64 Image or a flat binary (see 'mvm run --help')")}
@@ -234,6 +237,16 @@ func (f *runFlags) check(start time.Time) (vmm.Config, error) {
 	}
 	if cfg.Logger, err = newLogger(f.logLevel); err != nil {
 		return cfg, err
+	}
+	if err := checkConsole(f.console); err != nil {
+		return cfg, err
+	}
+	for _, o := range []struct{ flag, path string }{
+		{"--result-json", f.resultJSON}, {"--report", f.report}, {"--profile-out", f.profileOut},
+	} {
+		if err := checkOutput(o.flag, o.path); err != nil {
+			return cfg, err
+		}
 	}
 	return cfg, nil
 }
@@ -319,10 +332,6 @@ func exitFor(res vmm.Result, cause error) error {
 	case vmm.ExitCrash:
 		return &exitError{1, res.Err.Error()}
 	case vmm.ExitFault:
-		var fe *vcpu.FaultError
-		if errors.As(res.Err, &fe) {
-			return &exitError{1, "guest stopped: " + fe.Error()}
-		}
 		return &exitError{1, fmt.Sprintf("guest stopped: %v", res.Err)}
 	case vmm.ExitStopped:
 		var sc signalCause
