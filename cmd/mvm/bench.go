@@ -58,7 +58,7 @@ type benchFlags struct {
 	from           string
 }
 
-func newBenchCmd(start time.Time) *cobra.Command {
+func newBenchCmd(start time.Time, checkHost func() error) *cobra.Command {
 	var f benchFlags
 	// Every mvm run flag, present and future (--marker, --log-level, ...),
 	// is an mvm bench flag too: copy them from a run command rather than
@@ -136,7 +136,7 @@ measured so far.`,
   mvm bench --kernel Image --variant B:kernel=Image.new --runs 8 --html bench.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd, &f, shared)
+			return runBench(cmd, &f, shared, checkHost)
 		},
 	}
 	fl := cmd.Flags()
@@ -175,7 +175,7 @@ measured so far.`,
 	return cmd
 }
 
-func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag) error {
+func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag, checkHost func() error) error {
 	fl := cmd.Flags()
 	logLevel, _ := fl.GetString("log-level")
 	log, err := newLogger(logLevel)
@@ -210,7 +210,7 @@ func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag) error {
 	}
 	// Every input is checked; now the host, once: a host that cannot run
 	// mvm would fail every boot the same way.
-	if err := vmm.CheckHost(); err != nil {
+	if err := checkHost(); err != nil {
 		return &exitError{benchExitRunsFailed, fmt.Sprintf("no boots run: %v", err)}
 	}
 	exe, err := os.Executable()

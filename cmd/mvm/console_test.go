@@ -187,12 +187,29 @@ func TestConsoleFileCreatedBeforeTheGuest(t *testing.T) {
 		t.Errorf("after create: %v, %v; want an empty file", st, err)
 	}
 
+	// A directory that does not exist is bad input, found before the
+	// host is probed.
 	bad := filepath.Join(dir, "no-such-dir", "console.log")
+	_, err = openConsole("file:"+bad, func(error) {})
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--console file:"+bad) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("openConsole(file:%s) = %v; want a usage error naming --console and the path", bad, err)
+	}
+
+	// One that goes away after the check: create says so.
+	gone := filepath.Join(dir, "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad = filepath.Join(gone, "console.log")
 	c, err = openConsole("file:"+bad, func(error) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
 	err = c.create()
 	if err == nil || !strings.Contains(err.Error(), "--console file:"+bad) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("create of %s: %v; want one line naming --console and the path", bad, err)
@@ -214,7 +231,7 @@ func TestRunConsoleFileNotCreatedOnEarlyFailure(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			checkFailure(t, dir, mvm(t, dir, tt.args...), 1, tt.says)
+			checkFailure(t, dir, mvm(t, dir, tt.args...), 2, tt.says)
 		})
 	}
 }

@@ -72,8 +72,8 @@ func checkOutputDir(flag, dir string) error {
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		st, err := os.Stat(d)
 		switch {
-		case errors.Is(err, fs.ErrNotExist) && d != filepath.Dir(d):
-			continue
+		case (errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)) && d != filepath.Dir(d):
+			continue // created by MkdirAll, or a file on the way
 		case err != nil:
 			return bad("%v", unwrapPath(err))
 		case !st.IsDir():
