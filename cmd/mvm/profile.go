@@ -17,7 +17,6 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/attach"
 	"github.com/mvm-dev/mvm/exits/render"
-	"github.com/mvm-dev/mvm/internal/kvmproc"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -69,7 +68,8 @@ one line, and the rest still runs.
 
 Exit status: the command's with -- COMMAND (128+N if signal N killed it);
 0 with --pid when the profile was written; 1 when nothing could be profiled;
-2 for bad arguments.`,
+2 for bad input: a bad flag value, or an --out that cannot be created (checked
+before anything starts; --out is created only once there is a profile).`,
 		Example: `  # Profile a QEMU guest from start to power-off, per vCPU:
   mvm profile --per-vcpu -- qemu-system-aarch64 -machine virt,gic-version=3 \
       -accel kvm -cpu host -smp 2 -nographic -nic none -name debug-threads=on \
@@ -270,19 +270,16 @@ func profileError(f *profileFlags, args []string, err error) error {
 	if len(args) > 0 {
 		what = args[0]
 	}
-	var ae *kvmproc.AccessError
+	var ae *attach.AccessError
 	switch {
 	case errors.Is(err, attach.ErrBadConfig):
 		return usageError{err}
-	case errors.Is(err, kvmproc.ErrGone):
+	case errors.Is(err, attach.ErrGone):
 		return &exitError{1, what + ": no such process (it exited, or the PID is wrong)"}
-	case errors.Is(err, kvmproc.ErrNotKVM):
+	case errors.Is(err, attach.ErrNotKVM):
 		name := ""
-		if p, e := kvmproc.Open(f.pid); e == nil {
-			if n, e := p.Name(); e == nil {
-				name = " (" + n + ")"
-			}
-			p.Close()
+		if n, e := attach.ProcessName(f.pid); e == nil {
+			name = " (" + n + ")"
 		}
 		return &exitError{1, fmt.Sprintf("%s%s is not a KVM process: it holds no anon_inode:kvm-vm file descriptor", what, name)}
 	case errors.As(err, &ae):

@@ -176,7 +176,10 @@ says). Without --pmu the guest's ID_AA64DFR0_EL1 shows no PMU and its PMU
 register accesses are UNDEFINED.
 
 Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
-1 when it crashes or a vCPU fails; 2 for bad arguments; 130/143 on
+1 when it crashes or a vCPU fails, or the host cannot run the VM (not
+arm64, no usable /dev/kvm, a capability a flag needs); 2 for bad input: a
+bad flag value, or a file a flag names that is missing, unreadable or of
+the wrong kind, all checked before the host is probed; 130/143 on
 SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest. For a
 guest that seems stuck, kill -USR1 prints each vCPU's state, exit count
 and guest PC to stderr and lets the VM run on.
