@@ -151,11 +151,13 @@ func CheckBoot(cfg Config) error {
 
 // prepare works out the boot plan of cfg; its errors are InputErrors.
 func prepare(cfg Config) (bootPlan, error) {
-	p, err := plan(cfg)
+	p, err := makePlan(cfg)
 	return p, asInput(err)
 }
 
-func plan(cfg Config) (bootPlan, error) {
+// makePlan is prepare without marking its errors: once the VM has run, a
+// kernel that went missing is no longer a mistake in the command line.
+func makePlan(cfg Config) (bootPlan, error) {
 	var p bootPlan
 	if err := cfg.Validate(); err != nil {
 		return p, err

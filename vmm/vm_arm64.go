@@ -633,7 +633,9 @@ func (m *VM) end(kind ExitKind, err error) {
 // reloaded, PSCI state reset, timeline cleared. Like a warm reset of real
 // hardware, the rest of RAM keeps its contents.
 func (m *VM) reboot() error {
-	plan, err := prepare(m.cfg)
+	// Not prepare: a boot file that changed since the first boot is a
+	// failure of the run (exit status 1), not bad input.
+	plan, err := makePlan(m.cfg)
 	if err != nil {
 		return fmt.Errorf("reboot: %w", err)
 	}
