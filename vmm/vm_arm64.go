@@ -400,24 +400,15 @@ func (m *VM) createDevices() error {
 }
 
 func (m *VM) deviceTree() ([]byte, error) {
-	dt := DeviceTree{
-		RAM:        RAMRegions(m.cfg.Memory),
-		PSCIMethod: "hvc",
-		GICDist:    Region{GICDistBase, GICDistSize},
-		GICRedist:  Region{GICRedistBase, GICRedistSize * uint64(len(m.cpus))},
-		UART:       UARTNode{Base: UARTBase, Size: UARTSize, SPI: UARTSPI, ClockHz: UARTClockHz},
-		RTC:        RTCNode{Base: RTCBase, Size: RTCSize, SPI: RTCSPI},
-		PMU:        m.cfg.PMU,
-		BootArgs:   m.cfg.Cmdline,
-		VirtioMMIO: m.virtioNodes(),
-	}
+	mpidrs := make([]uint64, 0, len(m.cpus))
 	for _, t := range m.cpus {
-		dt.CPUs = append(dt.CPUs, t.v.MPIDR())
+		mpidrs = append(mpidrs, t.v.MPIDR())
 	}
+	var initrd Region
 	if m.initrd.size() > 0 {
-		dt.InitrdStart = m.place.Initrd.Base
-		dt.InitrdEnd = m.place.Initrd.End()
+		initrd = m.place.Initrd
 	}
+	dt := boardTree(&m.cfg, mpidrs, initrd, m.virtioNodes())
 	return dt.Build()
 }
 
