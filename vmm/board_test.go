@@ -94,3 +94,44 @@ func TestBoardTreeUnchanged(t *testing.T) {
 		})
 	}
 }
+
+// With --serial pl011 the board's console is the PL011 at the UART's
+// address and SPI, and nothing else in the tree changes: the tree is the
+// default one with the uart node replaced.
+func TestBoardTreePL011(t *testing.T) {
+	c := boardCases()[0]
+	def, _ := fdttest.Decompile(t, buildBoard(t, c))
+	c.cfg.Serial = SerialPL011
+	got, warnings := fdttest.Decompile(t, buildBoard(t, c))
+	if warnings != "" {
+		t.Errorf("dtc warns:\n%s", warnings)
+	}
+	if _, ok := got["/uart@9000000"]; ok {
+		t.Errorf("--serial pl011 still has the 8250 node")
+	}
+	s, ok := got["/serial@9000000"]
+	if !ok {
+		t.Fatalf("no /serial@9000000")
+	}
+	if !bytes.Equal(s["reg"], def["/uart@9000000"]["reg"]) || !bytes.Equal(s["interrupts"], def["/uart@9000000"]["interrupts"]) {
+		t.Errorf("PL011 reg % x interrupts % x, want the 8250's % x and % x", s["reg"], s["interrupts"], def["/uart@9000000"]["reg"], def["/uart@9000000"]["interrupts"])
+	}
+	if p := string(got["/chosen"]["stdout-path"]); p != "/serial@9000000\x00" {
+		t.Errorf("stdout-path %q", p)
+	}
+	for path, props := range def {
+		if path == "/uart@9000000" || path == "/chosen" {
+			continue
+		}
+		g, ok := got[path]
+		if !ok {
+			t.Errorf("node %s missing with --serial pl011", path)
+			continue
+		}
+		for name, v := range props {
+			if !bytes.Equal(g[name], v) {
+				t.Errorf("%s %s = % x, default % x", path, name, g[name], v)
+			}
+		}
+	}
+}
