@@ -41,7 +41,7 @@ type VM struct {
 	dtb []byte
 
 	bus     devices.Bus
-	uart    *devices.UART
+	uart    devices.ConsoleUART // the 16550 or, with --serial pl011, the PL011
 	marker  *devices.Marker
 	rtc     *devices.PL031
 	watcher *consoleWatcher
@@ -368,11 +368,17 @@ func (m *VM) createDevices() error {
 		console = io.Discard
 	}
 	m.watcher = newConsoleWatcher(console, append(DefaultConsoleMarkers(), m.cfg.Markers...))
-	m.uart = devices.NewUART(m.watcher, func(level bool) {
+	// Either UART's line is level-triggered: KVM_IRQ_LINE follows it.
+	uartIRQ := func(level bool) {
 		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+UARTSPI, level); err != nil {
 			m.log.Warn("raise UART interrupt", "err", err)
 		}
-	})
+	}
+	if m.cfg.Serial == SerialPL011 {
+		m.uart = devices.NewPL011(m.watcher, uartIRQ)
+	} else {
+		m.uart = devices.NewUART(m.watcher, uartIRQ)
+	}
 	m.marker = devices.NewMarker(func(code byte, at time.Time) {
 		if code != devices.MarkUserspace && code != devices.MarkFirecrackerEnd {
 			return
@@ -633,6 +639,9 @@ func (m *VM) reboot() error {
 	}
 	m.marker.Reset()
 	m.rtc.Reset()
+	if r, ok := m.uart.(interface{ Reset() }); ok {
+		r.Reset() // the PL011; the 16550 keeps its state across a reboot, as before
+	}
 	m.watcher.reset()
 	m.resetVirtio()
 	m.mu.Lock()

@@ -202,7 +202,7 @@ func TestRunHelp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("mvm run --help: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, s := range []string{"--kernel", "--cpus", "--memory", "--initrd", "--console", "--psci", "--on-reset", "--pmu", "KVM_CAP_ARM_PMU_V3", "PL031", "Example"} {
+	for _, s := range []string{"--kernel", "--cpus", "--memory", "--initrd", "--console", "--psci", "--on-reset", "--pmu", "KVM_CAP_ARM_PMU_V3", "PL031", "--serial", "PL011", "ttyAMA0", "Example"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("mvm run --help does not mention %q", s)
 		}
@@ -300,6 +300,7 @@ func TestRunBadInput(t *testing.T) {
 		{"--console bogus", []string{"run", "--kernel", k, "--console", "bogus"}, 2, []string{"--console", "bogus"}},
 		{"--console file: without a path", []string{"run", "--kernel", k, "--console", "file:"}, 2, []string{"--console"}},
 		{"--log-level bogus", []string{"run", "--kernel", k, "--log-level", "loud"}, 2, []string{"--log-level"}},
+		{"--serial bogus", []string{"run", "--kernel", k, "--serial", "16550"}, 2, []string{"--serial", "16550", "pl011"}},
 		{"missing kernel", []string{"run", "--kernel", in["missing"]}, 1, []string{in["missing"], "does not exist"}},
 		{"kernel is a directory", []string{"run", "--kernel", in["dir"]}, 1, []string{"directory"}},
 		{"empty kernel", []string{"run", "--kernel", in["empty"]}, 1, []string{"empty"}},
