@@ -53,8 +53,9 @@ type DeviceNode struct {
 	What string
 	// Name is the node's name under the root, e.g. "uart@9000000".
 	Name string
-	// MMIO is the guest-physical range the device claims; a zero Size
-	// means none (the PMU has no registers of its own).
+	// MMIO is the guest-physical range the device claims; the zero
+	// Region means none (the PMU has no registers of its own), a Base
+	// with a zero Size is an error.
 	MMIO Region
 	// SPIs are its shared peripheral interrupts, as INTID - 32.
 	SPIs []uint32
@@ -341,7 +342,15 @@ func (d *DeviceTree) validate() error {
 		return nil
 	}
 	consoles := 0
+	clocks := map[string]FixedClock{}
+	clockUser := map[string]string{}
 	for _, dev := range d.Devices {
+		if c := dev.Clock; c != nil {
+			if prev, ok := clocks[c.Node]; ok && prev != *c {
+				return fmt.Errorf("%s and %s describe the clock %s differently (%+v, %+v)", clockUser[c.Node], dev.What, c.Node, prev, *c)
+			}
+			clocks[c.Node], clockUser[c.Node] = *c, dev.What
+		}
 		if dev.Props == nil || dev.Name == "" {
 			return fmt.Errorf("%s has no node to write", dev.What)
 		}

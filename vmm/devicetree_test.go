@@ -332,6 +332,13 @@ func TestDeviceTreeValidation(t *testing.T) {
 		{"two consoles", func(d *DeviceTree) {
 			d.Devices = append(d.Devices, PL011Node{Base: 0x0903_0000, Size: 0x1000, SPI: 9}.Node())
 		}, "2 devices are the console"},
+		{"clock disagrees", func(d *DeviceTree) {
+			r := RTCNode{Base: 0x0902_0000, Size: 0x1000, SPI: 2}.Node()
+			p := PL011Node{Base: 0x0903_0000, Size: 0x1000, SPI: 9}.Node()
+			p.Console = false
+			p.Clock = &FixedClock{Node: r.Clock.Node, Hz: 1_000_000, OutputName: "other"}
+			d.Devices = append(d.Devices, r, p)
+		}, "RTC and UART describe the clock apb-pclk differently"},
 		{"node without props", func(d *DeviceTree) { d.Devices = append(d.Devices, DeviceNode{What: "widget", Name: "widget"}) }, "widget has no node"},
 		{"bootargs NUL", func(d *DeviceTree) { d.BootArgs = "a\x00b" }, "NUL"},
 		{"bootargs long", func(d *DeviceTree) { d.BootArgs = strings.Repeat("x", 2048) }, "COMMAND_LINE_SIZE"},
