@@ -529,9 +529,26 @@ func BenchmarkHotplug(b *testing.B) {
 func msList(v []float64) string {
 	ms := make([]string, len(v))
 	for i, x := range v {
-		ms[i] = fmt.Sprintf("%.0f", x/1e6)
+		// Instruction-time bring-ups take a few ms: keep their decimals.
+		if x < 100e6 {
+			ms[i] = fmt.Sprintf("%.2f", x/1e6)
+		} else {
+			ms[i] = fmt.Sprintf("%.0f", x/1e6)
+		}
 	}
 	return strings.Join(ms, " ")
+}
+
+// withinOfMedian counts the values of v within ±frac of v's median: how
+// steady a measure repeats (the bring-up goal: 9 boots of 10 within 5%).
+func withinOfMedian(v []float64, frac float64) int {
+	m, n := median(v), 0
+	for _, x := range v {
+		if x >= m*(1-frac) && x <= m*(1+frac) {
+			n++
+		}
+	}
+	return n
 }
 
 // reportUserKernel prints label's user/kernel ratio of the medians of u
@@ -545,6 +562,9 @@ func reportUserKernel(b *testing.B, label string, u, k []float64) {
 		name string
 		v    []float64
 	}{{"user", u}, {"kernel", k}} {
+		n := withinOfMedian(side.v, 0.05)
+		fmt.Fprintf(os.Stderr, "%s %s: %d of %d within ±5%% of their median\n", label, side.name, n, len(side.v))
+		b.ReportMetric(float64(n)/float64(len(side.v)), side.name+"-steady")
 		b.ReportMetric(median(side.v)/1e6, side.name+"-ms")
 		b.ReportMetric(slices.Min(side.v)/1e6, side.name+"-min-ms")
 		b.ReportMetric(slices.Max(side.v)/1e6, side.name+"-max-ms")

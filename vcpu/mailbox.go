@@ -94,17 +94,3 @@ func (b *mailbox) wait(stop <-chan struct{}) (PowerOnRequest, bool) {
 		b.sleeping.Store(0)
 	}
 }
-
-// waitFor blocks the owner until done() holds; whoever makes it hold must
-// call wake afterwards.
-func (b *mailbox) waitFor(done func() bool) {
-	for {
-		seq := b.seq.Load()
-		if done() {
-			return
-		}
-		b.sleeping.Store(1)
-		futexWait(&b.seq, seq)
-		b.sleeping.Store(0)
-	}
-}

@@ -96,16 +96,9 @@ type VCPU struct {
 	tid   atomic.Int32
 	box   mailbox
 
-	// parked is set while the loop waits in its mailbox with the vCPU
-	// already reset (resetState or rearm done): only then may another
-	// thread write its registers. regs says who writes them for the
-	// request being started: its low two bits are the state (regsNone ->
-	// regsPoster -> regsDone, or regsNone -> regsOwner), the rest count
-	// the parks, so a claim taken with a value read in one park fails in
-	// any later one. regsErr is the poster's error, read after regsDone.
-	parked  atomic.Bool
-	regs    atomic.Uint64
-	regsErr error
+	// parked is set while the loop waits in its mailbox (Inspect: a
+	// parked vCPU has no guest position to report).
+	parked atomic.Bool
 	// vbar: VBAR_EL1 as the guest last left it (LastVBAR).
 	vbar atomic.Uint64
 	// fresh: no guest instruction has run since the last
@@ -251,46 +244,17 @@ func (v *VCPU) TID() int { return int(v.tid.Load()) }
 // a request while one is pending is dropped and reported false (PSCI has
 // already refused a second CPU_ON for the same target by then).
 //
-// When the vCPU is parked, whichever of the calling thread and the vCPU's
-// own thread comes first writes its entry registers. KVM serialises ioctls
-// on a vCPU fd with a mutex and binds a vCPU to a thread only in KVM_RUN,
-// so writing a parked vCPU's core registers from another thread is safe.
-// Where the woken thread runs on another CPU, the caller's write overlaps
-// its wake-up; where the scheduler runs it on the caller's CPU at once
-// (wake-up preemption, the common case on a loaded host), it writes them
-// itself instead of waiting for the preempted caller to do it, which cost
-// two more context switches (docs/boot-phases.md).
-//
-// The caller's claim is taken with the park count read before the post:
-// the vCPU cannot leave this park without the post, so a claim that
-// succeeds belongs to this park, and one delayed past it fails. (A poster
-// descheduled between its parked check and a claim could otherwise write
-// an old request's PC and X0 into a later park: the vCPU then started at
-// the previous CPU_ON's entry with its context_id.)
-func (v *VCPU) PowerOn(req PowerOnRequest) bool {
-	r := v.regs.Load()
-	mayWrite := !req.InitOnly && r&regsState == regsNone && v.parked.Load()
-	if !v.box.post(req) {
-		return false
-	}
-	if mayWrite && v.regs.CompareAndSwap(r, r&^regsState|regsPoster) {
-		v.regsErr = v.setEntry(req)
-		v.regs.Store(r&^regsState | regsDone)
-		v.box.wake()
-	}
-	return true
-}
-
-// The states in the low bits of VCPU.regs; a park adds regsPark.
-const (
-	regsNone uint64 = iota
-	regsPoster
-	regsOwner
-	regsDone
-
-	regsState = 3
-	regsPark  = 4
-)
+// It only posts the request and wakes the vCPU's thread, which writes its
+// own entry registers (reset): the caller, a vCPU thread in the middle of
+// its CPU_ON exit, goes back into its own guest as soon as it can. Where
+// the caller wrote them instead whenever it got to them first (to overlap
+// the write with the wake-up), the target, whenever it ran before the
+// caller had finished, slept again until the caller was done, and a target
+// woken on an idle CPU waited for a caller that had more to do: CPU_ON
+// latency in the instruction-time lab was 25 or 35 µs at random, by where
+// the scheduler put the two threads (BenchmarkCPUOnFew,
+// docs/boot-phases.md "CPU_ON in instruction time").
+func (v *VCPU) PowerOn(req PowerOnRequest) bool { return v.box.post(req) }
 
 // DropPowerOn discards a power-on request that was never acted on (before a
 // reboot, so a CPU_ON from the previous boot cannot start a vCPU).
@@ -390,7 +354,6 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 		// otherwise sit on the CPU_ON path. A boot's first park
 		// re-initialises the vCPU; a park after the guest's CPU_OFF
 		// only rearms it (rearm says why).
-		v.regs.Store(v.regs.Load()&^regsState + regsPark)
 		reset := v.resetState
 		if parks > 0 {
 			reset = v.rearm
@@ -468,13 +431,7 @@ func (v *VCPU) reset(req PowerOnRequest) error {
 	if req.InitOnly {
 		return nil
 	}
-	r := v.regs.Load()
-	if r&regsState == regsNone && v.regs.CompareAndSwap(r, r&^regsState|regsOwner) {
-		return v.setEntry(req)
-	}
-	// The poster holds the claim (PowerOn) and is writing them.
-	v.box.waitFor(func() bool { return v.regs.Load()&regsState == regsDone })
-	return v.regsErr
+	return v.setEntry(req)
 }
 
 // rearm readies a vCPU the guest powered off (PSCI CPU_OFF) for its next
