@@ -10,6 +10,9 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -408,4 +411,58 @@ func FuzzSameAsHandWritten(f *testing.F) {
 func parseText(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(r)
+}
+
+// TestPromtoolCheck runs Prometheus' own linter (promtool check metrics,
+// from Debian's prometheus package, which lab/host-deps.sh installs) on
+// what the handler serves for a Collector over real recorders, tracepoint
+// aggregate and KVM stats: no errors and no lint problems. The lab's
+// TestMetricsDuringBoot leaves a live scrape for the same check.
+func TestPromtoolCheck(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian: apt-get install prometheus; lab/host-deps.sh does)")
+	}
+	srv := httptest.NewServer(Handler(nil, collectorSources(t)...))
+	defer srv.Close()
+	_, body := get(t, srv.URL, "", "")
+	if !strings.Contains(string(body), "mvm_exit_handle_seconds_bucket") {
+		t.Fatalf("scrape without the histogram:\n%s", body)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(string(body))
+	if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) != 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestPromtoolLiveScrape lints the scrape the lab's TestMetricsDuringBoot
+// took from a booting 4-vCPU Linux guest and brought back
+// (metrics-during-boot.txt in $MVM_REPORT_FIXTURES; make report-test sets
+// it to out/lab-out) with promtool check metrics.
+func TestPromtoolLiveScrape(t *testing.T) {
+	dir := os.Getenv("MVM_REPORT_FIXTURES")
+	if dir == "" {
+		t.Skip("lints the lab's live scrape: make report-test runs it with MVM_REPORT_FIXTURES=out/lab-out")
+	}
+	body, err := os.ReadFile(filepath.Join(dir, "metrics-during-boot.txt"))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("no live scrape: the lab run did not include TestMetricsDuringBoot")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not installed: lab/host-deps.sh (make lab-deps) installs Debian's prometheus package")
+	}
+	for _, want := range []string{"mvm_exits_total", "mvm_exit_handle_seconds_bucket", "mvm_kvm_exits_total", "mvm_exit_breakdown_total"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the live scrape has no %s", want)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(string(body))
+	if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) != 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
 }
