@@ -608,3 +608,89 @@ func procNames(pid int, name string, threads map[string]bool) (string, map[strin
 	}
 	return name, threads
 }
+
+// TestProfileMetrics: mvm profile --metrics-addr serves the same endpoint
+// (promhttp) for a VMM it profiles, here another mvm booting Linux on 2
+// vCPUs: the tracepoint exit counters appear and rise, and a scraper
+// asking for OpenMetrics gets it.
+func TestProfileMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	bin := env(t, "MVM_BIN")
+	cmd := exec.Command(bin, "profile", "--metrics-addr", addr, "--format", "json", "--out", filepath.Join(t.TempDir(), "profile.json"), "--",
+		bin, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", testInitrd(t), "--cpus", "2", "--append", "quiet", "--console", "none")
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var totals []float64
+	openMetrics := false
+	deadline := time.After(4 * time.Minute)
+loop:
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("mvm profile: %v\n%s", err, errb.String())
+			}
+			break loop
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("the profiled guest did not finish in 4 minutes")
+		case <-time.After(500 * time.Millisecond):
+		}
+		fams, _, err := scrape("http://" + addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		if n := sumMetric(fams, "mvm_exits_total", map[string]string{"source": "tracepoint"}); n > 0 {
+			totals = append(totals, n)
+		}
+		if !openMetrics {
+			openMetrics = scrapeOpenMetrics(t, "http://"+addr+"/metrics")
+		}
+	}
+	t.Logf("%d scrapes with tracepoint exits: %v", len(totals), totals)
+	if len(totals) < 2 {
+		t.Fatalf("only %d scrapes with tracepoint exits\n%s", len(totals), errb.String())
+	}
+	if !(totals[len(totals)-1] > totals[0]) {
+		t.Errorf("tracepoint exit counter did not rise: %v", totals)
+	}
+	if !openMetrics {
+		t.Errorf("no OpenMetrics scrape")
+	}
+}
+
+// scrapeOpenMetrics asks for OpenMetrics; false if the endpoint did not
+// answer, an error if it answered with something else.
+func scrapeOpenMetrics(t *testing.T, url string) bool {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	ct := resp.Header.Get("Content-Type")
+	if resp.StatusCode != 200 || !strings.HasPrefix(ct, "application/openmetrics-text; version=1.0.0") ||
+		!strings.HasSuffix(string(body), "# EOF\n") || !strings.Contains(string(body), "# TYPE mvm_exits counter\n") {
+		t.Errorf("OpenMetrics scrape: %s %q\n%s", resp.Status, ct, body)
+	}
+	return true
+}
