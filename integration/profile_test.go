@@ -652,9 +652,10 @@ loop:
 		}
 		if n := sumMetric(fams, "mvm_exits_total", map[string]string{"source": "tracepoint"}); n > 0 {
 			totals = append(totals, n)
-		}
-		if !openMetrics {
-			openMetrics = scrapeOpenMetrics(t, "http://"+addr+"/metrics")
+			// Once the exit counters exist, the same in OpenMetrics.
+			if !openMetrics {
+				openMetrics = scrapeOpenMetrics(t, "http://"+addr+"/metrics")
+			}
 		}
 	}
 	t.Logf("%d scrapes with tracepoint exits: %v", len(totals), totals)
