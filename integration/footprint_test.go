@@ -322,14 +322,15 @@ func footprintBoot(tb testing.TB, initrd string, settle time.Duration, extra ...
 // anonBudget is the goal for mvm's anonymous memory beyond guest RAM
 // (smaps_rollup) after a 1-vCPU 128 MiB Linux boot: 3 MiB (issue 22, item
 // 7). That is what each VM costs the host on its own; the binary's file
-// pages are page cache shared by every mvm. Measured 2.46 MiB twice with
-// client_golang linked, 1.88 and 2.06 MiB before (docs/footprint.md):
+// pages are page cache shared by every mvm. Measured 2.44-2.49 MiB (four
+// boots) with client_golang linked, 1.88 and 2.06 MiB before
+// (docs/footprint.md):
 // the heap back on huge pages (+4 MiB) crosses it.
 const anonBudget = 3 << 20
 
 // footprintBudget bounds RSS beyond resident guest RAM (anonymous and
-// file pages) after the same boot: 6 MiB. Measured 4.85 MiB twice with
-// client_golang linked (4.01, 4.18 before), so it leaves 1.15 MiB and
+// file pages) after the same boot: 6 MiB. Measured 4.82-4.88 MiB with
+// client_golang linked (4.01, 4.18 before), so it leaves 1.1 MiB and
 // still catches the large cuts undone: the heap back on huge pages (+4
 // MiB), setup's text kept mapped (+3.5 MiB of file pages).
 const footprintBudget = 6 << 20
