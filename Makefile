@@ -157,10 +157,12 @@ lab-test-nofwb:
 endif
 
 # The HTML reports of the lab's runs, rendered by a real browser (Debian's
-# chromium, installed by lab-deps); report-shots also refreshes the
+# chromium, installed by lab-deps), and the lab's live metrics scrape linted
+# by promtool (Debian's prometheus, likewise); report-shots also refreshes the
 # screenshots in docs/.
 report-test: | lab-deps
 	MVM_REPORT_FIXTURES=$(abspath $(LAB_OUT)) $(GO) test -count=1 -v -run '^TestBrowser$$' ./report/
+	MVM_REPORT_FIXTURES=$(abspath $(LAB_OUT)) $(GO) test -count=1 -v -run '^TestPromtoolLiveScrape$$' ./exits/metrics/
 
 report-shots: | lab-deps
 	MVM_REPORT_FIXTURES=$(abspath $(LAB_OUT)) MVM_REPORT_SHOTS=$(abspath docs) $(GO) test -count=1 -v -run '^TestBrowser$$' ./report/

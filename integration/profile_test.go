@@ -3,8 +3,11 @@
 package integration
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -413,6 +416,8 @@ func TestMetricsDuringBoot(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 
 	var scrapes []map[string]*dto.MetricFamily
+	var lastText []byte
+	protoScrapes := 0
 	procName, threads := "", map[string]bool{}
 	deadline := time.After(4 * time.Minute)
 loop:
@@ -428,13 +433,34 @@ loop:
 			t.Fatal("guest did not finish in 4 minutes")
 		case <-time.After(500 * time.Millisecond):
 		}
-		if fams, err := scrape("http://" + addr + "/metrics"); err == nil {
+		if fams, text, err := scrape("http://" + addr + "/metrics"); err == nil {
 			scrapes = append(scrapes, fams)
+			lastText = text
+			// promhttp's content negotiation: the same endpoint in
+			// gzip'd protobuf for a scraper that asks for it.
+			if protoScrapes == 0 {
+				if pf, err := scrapeProto("http://" + addr + "/metrics"); err == nil {
+					if f := pf["mvm_exits_total"]; f == nil || f.GetType() != dto.MetricType_COUNTER {
+						t.Errorf("protobuf scrape without the mvm_exits_total counter: %v", pf)
+					}
+					protoScrapes++
+				}
+			}
 		}
 		procName, threads = procNames(cmd.Process.Pid, procName, threads)
 	}
 	if len(scrapes) < 2 {
 		t.Fatalf("only %d successful scrapes during the boot", len(scrapes))
+	}
+	if protoScrapes == 0 {
+		t.Errorf("no successful gzip'd protobuf scrape")
+	}
+	// The last scrape goes back to the host, where make report-test lints
+	// it with promtool (exits/metrics TestPromtoolLiveScrape).
+	if dir := os.Getenv("MVM_LAB_OUT"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "metrics-during-boot.txt"), lastText, 0o644); err != nil {
+			t.Errorf("saving the scrape: %v", err)
+		}
 	}
 	// The process keeps its name (a vCPU goroutine never takes the main
 	// thread, whose name is the process's) and each vCPU thread has its.
@@ -480,17 +506,61 @@ loop:
 	}
 }
 
-func scrape(url string) (map[string]*dto.MetricFamily, error) {
+// scrape is one scrape in the text format, parsed, and its text.
+func scrape(url string) (map[string]*dto.MetricFamily, []byte, error) {
 	resp, err := http.Get(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, nil, fmt.Errorf("status %s", resp.Status)
+	}
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	return fams, text, err
+}
+
+// scrapeProto is one scrape asking for delimited protobuf with gzip, as
+// Prometheus itself can; the reply must come in both.
+func scrapeProto(url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeProtoDelim)))
+	// Set by hand, so the client leaves the body compressed.
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("status %s", resp.Status)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "gzip" {
+		return nil, fmt.Errorf("status %s, Content-Encoding %q", resp.Status, resp.Header.Get("Content-Encoding"))
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	return p.TextToMetricFamilies(resp.Body)
+	if f := expfmt.ResponseFormat(resp.Header); f.FormatType() != expfmt.TypeProtoDelim {
+		return nil, fmt.Errorf("asked for protobuf, got %q", resp.Header.Get("Content-Type"))
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	dec := expfmt.NewDecoder(zr, expfmt.ResponseFormat(resp.Header))
+	fams := map[string]*dto.MetricFamily{}
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err == io.EOF {
+			return fams, nil
+		} else if err != nil {
+			return nil, err
+		}
+		fams[mf.GetName()] = &mf
+	}
 }
 
 // sumMetric adds the values of a family's samples whose labels include want.
@@ -537,4 +607,91 @@ func procNames(pid int, name string, threads map[string]bool) (string, map[strin
 		}
 	}
 	return name, threads
+}
+
+// TestProfileMetrics: mvm profile --metrics-addr serves the same endpoint
+// (promhttp) for a VMM it profiles, here another mvm booting Linux on 2
+// vCPUs: the tracepoint exit counters appear and rise, and a scraper
+// asking for OpenMetrics gets it.
+func TestProfileMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	bin := env(t, "MVM_BIN")
+	cmd := exec.Command(bin, "profile", "--metrics-addr", addr, "--format", "json", "--out", filepath.Join(t.TempDir(), "profile.json"), "--",
+		bin, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", testInitrd(t), "--cpus", "2", "--append", "quiet", "--console", "none")
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var totals []float64
+	openMetrics := false
+	deadline := time.After(4 * time.Minute)
+loop:
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("mvm profile: %v\n%s", err, errb.String())
+			}
+			break loop
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("the profiled guest did not finish in 4 minutes")
+		case <-time.After(500 * time.Millisecond):
+		}
+		fams, _, err := scrape("http://" + addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		if n := sumMetric(fams, "mvm_exits_total", map[string]string{"source": "tracepoint"}); n > 0 {
+			totals = append(totals, n)
+			// Once the exit counters exist, the same in OpenMetrics.
+			if !openMetrics {
+				openMetrics = scrapeOpenMetrics(t, "http://"+addr+"/metrics")
+			}
+		}
+	}
+	t.Logf("%d scrapes with tracepoint exits: %v", len(totals), totals)
+	if len(totals) < 2 {
+		t.Fatalf("only %d scrapes with tracepoint exits\n%s", len(totals), errb.String())
+	}
+	if !(totals[len(totals)-1] > totals[0]) {
+		t.Errorf("tracepoint exit counter did not rise: %v", totals)
+	}
+	if !openMetrics {
+		t.Errorf("no OpenMetrics scrape")
+	}
+}
+
+// scrapeOpenMetrics asks for OpenMetrics; false if the endpoint did not
+// answer, an error if it answered with something else.
+func scrapeOpenMetrics(t *testing.T, url string) bool {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	ct := resp.Header.Get("Content-Type")
+	if resp.StatusCode != 200 || !strings.HasPrefix(ct, "application/openmetrics-text; version=1.0.0") ||
+		!strings.HasSuffix(string(body), "# EOF\n") || !strings.Contains(string(body), "# TYPE mvm_exits counter\n") {
+		t.Errorf("OpenMetrics scrape: %s %q\n%s", resp.Status, ct, body)
+	}
+	return true
 }

@@ -67,14 +67,14 @@ func TestSeccompEveryThread(t *testing.T) {
 			}
 			// The metrics server answers once setup is done.
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				if _, err := scrape("http://" + addr + "/metrics"); err == nil {
+				if _, _, err := scrape("http://" + addr + "/metrics"); err == nil {
 					break
 				} else if time.Now().After(deadline) {
 					t.Fatalf("no metrics after 30 s: %v\n%s", err, errb.String())
 				}
 			}
 			before := waitFiltered(t, cmd.Process.Pid, want)
-			if _, err := scrape("http://" + addr + "/metrics"); err != nil {
+			if _, _, err := scrape("http://" + addr + "/metrics"); err != nil {
 				t.Errorf("scrape: %v", err)
 			}
 			after := waitFiltered(t, cmd.Process.Pid, want)

@@ -6,6 +6,8 @@ set -euo pipefail
 need=()
 command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
 command -v cpio >/dev/null || need+=(cpio)
+# TestPromtoolCheck lints the metrics with promtool (Debian: prometheus).
+command -v promtool >/dev/null || need+=(prometheus)
 command -v aarch64-linux-gnu-as >/dev/null || need+=(binutils-aarch64-linux-gnu)
 command -v dtc >/dev/null || need+=(device-tree-compiler)
 command -v xz >/dev/null || need+=(xz-utils)

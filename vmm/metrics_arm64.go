@@ -34,7 +34,7 @@ func newMetricsServer(addr string, m *VM) (*metricsServer, error) {
 	}
 	col := metrics.NewCollector(cc)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(col, timelineSource{m}, metrics.SourceFunc(func() []metrics.Family { return m.guestProblems().families() })))
+	mux.Handle("/metrics", metrics.Handler(m.log, col, timelineSource{m}, metrics.SourceFunc(func() []metrics.Family { return m.guestProblems().families() })))
 	return &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
 }
 

@@ -77,7 +77,7 @@ func TestPSCIRejectsCounted(t *testing.T) {
 
 	var text strings.Builder
 	g := guestProblems{unmapped: 512, unknownSMCCC: 40, virtio: 3, psciRejected: got}
-	if err := metrics.WriteText(&text, metrics.Gather(metrics.SourceFunc(g.families))); err != nil {
+	if err := metrics.WriteText(&text, metrics.SourceFunc(g.families)); err != nil {
 		t.Fatal(err)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)

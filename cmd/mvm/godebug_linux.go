@@ -60,13 +60,33 @@ func withRuntimeSettings(start time.Time) {
 	}
 	env := withoutVars(os.Environ(), "GODEBUG", startEnv, godebugBeforeEnv)
 	env = append(env, "GODEBUG="+godebug, startEnv+"="+strconv.FormatInt(start.UnixNano(), 10), godebugBeforeEnv+"="+saved)
-	// /proc/self/exe is this very binary even if its path has changed.
-	syscall.Exec("/proc/self/exe", os.Args, env)
+	syscall.Exec(execPath(os.Executable()), os.Args, env)
+}
+
+// execPath is the file withRuntimeSettings executes: the binary's own path
+// exe when it still names the running file (the same device and inode as
+// /proc/self/exe), else /proc/self/exe, which is this very binary even if
+// its path has changed or it was deleted. Exec names the process after the
+// base name of the path it was given, so with exe's path the process is
+// "mvm" from its first instruction; after an exec of /proc/self/exe it is
+// "exe" until nameAfterExec runs, after the runtime start and every
+// package's init (a reader of /proc/PID/comm in between saw "exe").
+func execPath(exe string, err error) string {
+	const self = "/proc/self/exe"
+	if err != nil {
+		return self
+	}
+	var a, b syscall.Stat_t
+	if syscall.Stat(exe, &a) != nil || syscall.Stat(self, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+		return self
+	}
+	return exe
 }
 
 // nameAfterExec gives the process its name back after withRuntimeSettings'
-// exec: exec names a process after the file it runs, here /proc/self/exe,
-// so ps and top showed "exe" (and mvm profile --pid, which tells VMMs
+// exec: exec names a process after the file it runs, which is
+// /proc/self/exe when the binary's path no longer names it (execPath), so
+// ps and top showed "exe" (and mvm profile --pid, which tells VMMs
 // apart by name, would have too). The name is the binary's (at most 15
 // bytes, the kernel's limit), as without the exec. It goes to every
 // thread the runtime has started so far, which a new thread takes its

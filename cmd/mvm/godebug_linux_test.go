@@ -3,6 +3,9 @@
 package main
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -47,6 +50,35 @@ func TestChildEnviron(t *testing.T) {
 	} {
 		if got := childEnvironFrom(c.environ); !slices.Equal(got, c.want) {
 			t.Errorf("%s: childEnvironFrom(%q) = %q, want %q", c.name, c.environ, got, c.want)
+		}
+	}
+}
+
+// execPath keeps the binary's own path only while it names the running
+// file: a copy (another inode), a missing file or an os.Executable error
+// give /proc/self/exe.
+func TestExecPath(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := execPath(self, nil); got != self {
+		t.Errorf("execPath(own path) = %q, want %q", got, self)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "mvm")
+	if err := os.WriteFile(cp, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		exe string
+		err error
+	}{{cp, nil}, {cp + ".missing", nil}, {self, errors.New("no executable")}} {
+		if got := execPath(c.exe, c.err); got != "/proc/self/exe" {
+			t.Errorf("execPath(%q, %v) = %q, want /proc/self/exe", c.exe, c.err, got)
 		}
 	}
 }

@@ -705,7 +705,7 @@ func (r *run) serveMetrics() (*http.Server, error) {
 		cc.Trace = bpfagg.Live{Counter: r.bpf, VCPUOf: r.vcpuOf, Logger: r.log}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(metrics.NewCollector(cc)))
+	mux.Handle("/metrics", metrics.Handler(r.log, metrics.NewCollector(cc)))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil

@@ -1,7 +1,7 @@
 // Package metrics exports mvm's exit numbers as Prometheus metrics: a
 // collector that reads the userspace recorders, the tracepoint aggregate
-// and fresh KVM stats at scrape time, and a writer and HTTP handler for
-// the text exposition format (expose.go).
+// and fresh KVM stats at scrape time, and the /metrics handler, which
+// serves them through Prometheus' client library (expose.go).
 package metrics
 
 import (

@@ -242,7 +242,7 @@ func TestCollectWhileRecording(t *testing.T) {
 					}
 				}
 			}
-			if err := WriteText(&strings.Builder{}, Gather(c)); err != nil {
+			if err := WriteText(&strings.Builder{}, c); err != nil {
 				t.Error(err)
 			}
 		}
@@ -269,7 +269,7 @@ func TestCollectWhileRecording(t *testing.T) {
 func scrapeParsed(t *testing.T, srcs ...Source) map[string]*dto.MetricFamily {
 	t.Helper()
 	var b strings.Builder
-	if err := WriteText(&b, Gather(srcs...)); err != nil {
+	if err := WriteText(&b, srcs...); err != nil {
 		t.Fatal(err)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)

@@ -1,257 +1,147 @@
 package metrics
 
 import (
-	"bufio"
-	"cmp"
+	"fmt"
 	"io"
-	"math"
+	"log/slog"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 )
 
-// mvm writes the Prometheus text exposition format (version 0.0.4,
-// https://prometheus.io/docs/instrumenting/exposition_formats/) itself
-// rather than linking client_golang: that library's registry, protobuf
-// descriptors and default collectors are set up at package init, and are
-// resident whether or not metrics are served (docs/footprint.md). The
-// format is small: per family a HELP and a TYPE line, then one line per
-// sample; histograms add _bucket{le=...}, _sum and _count samples.
+// mvm serves its metrics through Prometheus' client library: a
+// prometheus.Collector over the sources' families (promCollector), a
+// registry of its own holding only that collector (not the default
+// registry, whose Go and process collectors would add families mvm never
+// exported), and promhttp's handler, which negotiates the format from the
+// scraper's Accept header (text 0.0.4, OpenMetrics 1.0, protobuf) and
+// compresses with gzip when asked. The library's package init is resident
+// in every mvm process; those are file-backed pages of the executable,
+// shared by every mvm on a host, not a per-VM cost (docs/footprint.md).
 
-// Kind is a metric family's type.
-type Kind int
+// promCollector is a prometheus.Collector over mvm's sources. It
+// describes nothing up front, which makes it an "unchecked" collector
+// (prometheus.Collector's doc): the KVM stats families are named from the
+// kernel's stats descriptors, known only at a scrape.
+type promCollector struct{ srcs []Source }
 
-// The metric types mvm exports.
-const (
-	Counter Kind = iota
-	Gauge
-	Histogram
-)
+// Describe implements prometheus.Collector: no descriptors (unchecked).
+func (promCollector) Describe(chan<- *prometheus.Desc) {}
 
-func (k Kind) String() string {
+// Collect implements prometheus.Collector: one Gather of the sources
+// (merged, sorted, repeated series dropped), each series a const metric.
+func (c promCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, f := range Gather(c.srcs...) {
+		help := validUTF8(f.Help)
+		// One descriptor per set of label names; within a family every
+		// series has the same set, except in hand-made families.
+		descs := map[string]*prometheus.Desc{}
+		for _, s := range f.Series {
+			names := make([]string, len(s.Labels))
+			values := make([]string, len(s.Labels))
+			for i, l := range s.Labels {
+				names[i], values[i] = l.Name, validUTF8(l.Value)
+			}
+			key := strings.Join(names, "\x00")
+			d, ok := descs[key]
+			if !ok {
+				d = prometheus.NewDesc(f.Name, help, names, nil)
+				descs[key] = d
+			}
+			ch <- constMetric(d, f.Kind, s, values)
+		}
+	}
+}
+
+// constMetric is one series as a client_golang const metric; a series the
+// library refuses (a repeated label name, say) becomes an invalid metric,
+// which the handler logs and leaves out (promhttp.ContinueOnError).
+func constMetric(d *prometheus.Desc, k Kind, s Series, values []string) prometheus.Metric {
+	var m prometheus.Metric
+	var err error
 	switch k {
 	case Counter:
-		return "counter"
+		m, err = prometheus.NewConstMetric(d, prometheus.CounterValue, s.Value, values...)
 	case Gauge:
-		return "gauge"
+		m, err = prometheus.NewConstMetric(d, prometheus.GaugeValue, s.Value, values...)
 	case Histogram:
-		return "histogram"
-	}
-	return "untyped"
-}
-
-// Label is one label pair of a series.
-type Label struct{ Name, Value string }
-
-// Bucket is one histogram bucket: the number of observations at or below
-// UpperBound (cumulative, as in the exposition format).
-type Bucket struct {
-	UpperBound float64
-	Count      uint64
-}
-
-// Series is one labelled time series of a family. Value is the sample of
-// a counter or gauge; a histogram's series carries Buckets (ascending,
-// without the +Inf bucket, which is Count), Count and Sum instead.
-type Series struct {
-	Labels  []Label
-	Value   float64
-	Buckets []Bucket
-	Count   uint64
-	Sum     float64
-}
-
-// Family is a named metric family: what one scrape says about one metric.
-type Family struct {
-	Name, Help string
-	Kind       Kind
-	Series     []Series
-}
-
-// Source is anything that contributes families to a scrape. Families is
-// called once per scrape, from the HTTP server's goroutine, and must
-// read its numbers then (no goroutine of its own, no caching): that is
-// the whole data-source contract. Collector, StatsCollector and the
-// vmm's timeline are Sources; a new source of numbers (BPF maps, say)
-// only needs a Families method returning plain values.
-type Source interface {
-	Families() []Family
-}
-
-// SourceFunc adapts a function to a Source.
-type SourceFunc func() []Family
-
-// Families calls f.
-func (f SourceFunc) Families() []Family { return f() }
-
-// Gather collects the families of all sources for one scrape: families
-// with one name are merged (the first one's help and kind win; a later
-// family of another kind is dropped, as is a series whose labels repeat
-// an earlier one's), series without a sample are kept, families are
-// sorted by name and series by their labels (names sorted), so two
-// scrapes of the same numbers print the same text.
-func Gather(srcs ...Source) []Family {
-	byName := map[string]int{}
-	var out []Family
-	for _, s := range srcs {
-		for _, f := range s.Families() {
-			i, ok := byName[f.Name]
-			if !ok {
-				byName[f.Name] = len(out)
-				out = append(out, Family{Name: f.Name, Help: f.Help, Kind: f.Kind})
-				i = len(out) - 1
-			}
-			if out[i].Kind != f.Kind {
-				continue
-			}
-			out[i].Series = append(out[i].Series, f.Series...)
+		buckets := make(map[float64]uint64, len(s.Buckets))
+		for _, b := range s.Buckets {
+			buckets[b.UpperBound] = b.Count
 		}
+		m, err = prometheus.NewConstHistogram(d, s.Count, s.Sum, buckets, values...)
+	default:
+		err = fmt.Errorf("metric kind %d", int(k))
 	}
-	for i := range out {
-		f := &out[i]
-		for j := range f.Series {
-			ls := slices.Clone(f.Series[j].Labels)
-			slices.SortStableFunc(ls, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
-			f.Series[j].Labels = ls
-		}
-		slices.SortStableFunc(f.Series, func(a, b Series) int { return compareLabels(a.Labels, b.Labels) })
-		f.Series = slices.CompactFunc(f.Series, func(a, b Series) bool { return compareLabels(a.Labels, b.Labels) == 0 })
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
 	}
-	slices.SortFunc(out, func(a, b Family) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return m
 }
 
-func compareLabels(a, b []Label) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if c := cmp.Or(strings.Compare(a[i].Name, b[i].Name), strings.Compare(a[i].Value, b[i].Value)); c != 0 {
-			return c
-		}
+// validUTF8 replaces invalid UTF-8 (a device or stat name that came from a
+// guest or a kernel, say) with U+FFFD: the registry refuses label values
+// that are not UTF-8, and the protobuf format needs valid strings.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
 	}
-	return cmp.Compare(len(a), len(b))
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// WriteText writes families in the text exposition format. Families
-// without series are left out, as client libraries do.
-func WriteText(w io.Writer, fams []Family) error {
-	bw := bufio.NewWriter(w)
-	var line []byte
+// registry is a registry holding only the sources' collector.
+func registry(srcs []Source) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	// A fresh registry accepts any unchecked collector; Register cannot
+	// fail here.
+	_ = reg.Register(promCollector{srcs})
+	return reg
+}
+
+// WriteText writes one scrape of the sources in the text exposition
+// format (0.0.4), as Handler serves it to a scraper asking for text.
+func WriteText(w io.Writer, srcs ...Source) error {
+	fams, err := registry(srcs).Gather()
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range fams {
-		if len(f.Series) == 0 {
-			continue
-		}
-		line = append(line[:0], "# HELP "...)
-		line = append(line, f.Name...)
-		line = append(line, ' ')
-		line = appendEscaped(line, f.Help, false)
-		line = append(line, "\n# TYPE "...)
-		line = append(line, f.Name...)
-		line = append(line, ' ')
-		line = append(line, f.Kind.String()...)
-		line = append(line, '\n')
-		for _, s := range f.Series {
-			if f.Kind != Histogram {
-				line = appendSample(line, f.Name, s.Labels, nil, s.Value)
-				continue
-			}
-			for _, b := range s.Buckets {
-				line = appendSample(line, f.Name+"_bucket", s.Labels, &Label{"le", formatFloat(b.UpperBound)}, float64(b.Count))
-			}
-			line = appendSample(line, f.Name+"_bucket", s.Labels, &Label{"le", "+Inf"}, float64(s.Count))
-			line = appendSample(line, f.Name+"_sum", s.Labels, nil, s.Sum)
-			line = appendSample(line, f.Name+"_count", s.Labels, nil, float64(s.Count))
-		}
-		if _, err := bw.Write(line); err != nil {
-			return err
+		if eerr := enc.Encode(f); eerr != nil {
+			return fmt.Errorf("metrics: writing %s: %w", f.GetName(), eerr)
 		}
 	}
-	return bw.Flush()
-}
-
-func appendSample(b []byte, name string, labels []Label, extra *Label, v float64) []byte {
-	b = append(b, name...)
-	if len(labels) > 0 || extra != nil {
-		b = append(b, '{')
-		for i, l := range labels {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendLabel(b, l)
-		}
-		if extra != nil {
-			if len(labels) > 0 {
-				b = append(b, ',')
-			}
-			b = appendLabel(b, *extra)
-		}
-		b = append(b, '}')
+	if err != nil {
+		return fmt.Errorf("metrics: gathering: %w", err)
 	}
-	b = append(b, ' ')
-	b = append(b, formatFloat(v)...)
-	return append(b, '\n')
+	return nil
 }
 
-func appendLabel(b []byte, l Label) []byte {
-	b = append(b, l.Name...)
-	b = append(b, '=', '"')
-	b = appendEscaped(b, l.Value, true)
-	return append(b, '"')
+// slogPrinter gives promhttp (whose ErrorLog wants Println) a slog logger.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) {
+	p.log.Warn("metrics scrape", "err", strings.TrimSpace(fmt.Sprintln(v...)))
 }
 
-// appendEscaped escapes as the format says: backslash and newline in HELP
-// text, and the double quote too in label values. Invalid UTF-8 (a name
-// that came from a guest, say) becomes U+FFFD so that parsers accept it.
-func appendEscaped(b []byte, s string, quote bool) []byte {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
+// Handler serves one scrape of the sources per GET or HEAD request,
+// through promhttp: the format the scraper's Accept header asks for (text
+// 0.0.4 by default, OpenMetrics 1.0, protobuf), gzip when its
+// Accept-Encoding allows. A series the library refuses is logged on log
+// (nil: not logged) and left out; the rest is served.
+func Handler(log *slog.Logger, srcs ...Source) http.Handler {
+	opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true}
+	if log != nil {
+		opts.ErrorLog = slogPrinter{log}
 	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\':
-			b = append(b, '\\', '\\')
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '"' && quote:
-			b = append(b, '\\', '"')
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
-}
-
-// formatFloat prints a sample value the way Go clients do: shortest
-// round-trip form, and +Inf, -Inf, NaN by name.
-func formatFloat(v float64) string {
-	switch {
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	case math.IsNaN(v):
-		return "NaN"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
-}
-
-// contentType is the text format's media type, version 0.0.4.
-const contentType = "text/plain; version=0.0.4; charset=utf-8"
-
-// Handler serves one scrape of the sources per GET or HEAD request in the
-// text format.
-func Handler(srcs ...Source) http.Handler {
+	h := promhttp.HandlerFor(registry(srcs), opts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
 			return
 		}
-		w.Header().Set("Content-Type", contentType)
-		if r.Method == http.MethodHead {
-			return
-		}
-		// A failed write is the scraper going away; nothing to tell it.
-		_ = WriteText(w, Gather(srcs...))
+		h.ServeHTTP(w, r)
 	})
 }
