@@ -132,6 +132,8 @@ type VCPU struct {
 	// the monotonic clock, which a wall-clock step does not move.
 	origin     time.Time
 	lastExitNS atomic.Int64
+	// clock times the exits (exitClock); owned by the loop.
+	clock exitClock
 
 	// inspect is a pending Inspect's callback, run on the vCPU's thread
 	// at its next KVM_RUN return.
@@ -197,6 +199,7 @@ func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
 		return nil, fmt.Errorf("create vCPU %d: %w", id, err)
 	}
 	v := &VCPU{ID: id, fd: fd.File, init: init, origin: time.Now()}
+	v.clock = newExitClock(v.origin)
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("KVM_ARM_VCPU_INIT vCPU %d: %w", id, err)
@@ -491,13 +494,12 @@ func stopped(stop <-chan struct{}) bool {
 
 // runGuest is the KVM_RUN loop of one power-on period.
 //
-// An exit reads the clock twice, monotonic only (time.Since; time.Now
-// reads it twice, wall and monotonic): in a lab CPU profile of
-// BenchmarkMMIOExit those two reads were still 5.7% of this loop, so it
-// takes no more. The moments are base plus the monotonic offset.
+// An exit reads the clock twice (returned, handled), from the generic
+// timer's counter (exitClock): two vDSO calls per exit were a measurable
+// part of this loop. The moments are offsets from the vCPU's origin.
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
-	base := time.Now()
-	baseOff := base.Sub(v.origin) // base as lastExitNS counts it
+	clk := &v.clock
+	clk.anchor()
 	for {
 		// Clear immediate_exit before the stop check: a kick that lands
 		// after the check sets it again and KVM_RUN returns at once.
@@ -506,9 +508,9 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			return Halt, nil
 		}
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
-		t0 := time.Since(base)
-		v.LastExit = base.Add(t0)
-		v.lastExitNS.Store(int64(baseOff + t0))
+		t0 := clk.now()
+		v.LastExit = v.origin.Add(t0)
+		v.lastExitNS.Store(int64(t0))
 		if v.inspect.Load() != nil {
 			// Any exit will do: the kick's EINTR, or a natural exit when
 			// the kick landed while this thread was out of KVM_RUN.
@@ -516,8 +518,8 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		}
 		if errno != 0 {
 			if errno == unix.EINTR || errno == unix.EAGAIN {
-				t1 := time.Since(base)
-				h.Exited(v, kvm.ExitIntr, -1, t1-t0, base.Add(t1))
+				t1 := clk.now()
+				h.Exited(v, kvm.ExitIntr, -1, t1-t0, v.origin.Add(t1))
 				continue
 			}
 			if errno == unix.ENOSYS {
@@ -552,8 +554,8 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		default:
 			return Halt, v.fault("unhandled exit", fmt.Sprintf("exit reason %d", reason))
 		}
-		t1 := time.Since(base)
-		h.Exited(v, reason, v.ExitKey, t1-t0, base.Add(t1))
+		t1 := clk.now()
+		h.Exited(v, reason, v.ExitKey, t1-t0, v.origin.Add(t1))
 		if next != Continue {
 			return next, nil
 		}
