@@ -117,6 +117,7 @@ func (m *VM) build() error {
 	if m.bootPlan, err = prepare(m.cfg); err != nil {
 		return err
 	}
+	m.log.Info("kernel", "path", m.kernel.Path, "format", m.kernel.Format, "size", m.kernel.size(), "tree", m.kernel.Tree)
 	if err := m.openVirtio(); err != nil {
 		return err
 	}
@@ -446,6 +447,12 @@ func (m *VM) load() error {
 		if err := c.file.loadInto(dst); err != nil {
 			return fmt.Errorf("load %s: %w", c.what, err)
 		}
+	}
+	// An unpacked kernel (tens of MiB) is in guest RAM now: drop the
+	// heap copy, which the GC at the start of Run returns to the host.
+	// A reboot unpacks the file again (prepare).
+	if m.kernel.Unpacked() {
+		m.kernel.Data = nil
 	}
 	return nil
 }
