@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/mvm-dev/mvm/guest"
 )
 
 // zstdCompressed is data as one zstd frame.
@@ -27,29 +28,9 @@ func zstdCompressed(t testing.TB, data []byte) []byte {
 	return buf.Bytes()
 }
 
-// zbootImage wraps payload in a synthetic EFI zboot image laid out as
-// Linux's drivers/firmware/efi/libstub/zboot-header.S and Makefile.zboot
-// build one: "MZ", "zimg", le32 payload offset, le32 payload size (the
-// payload without the le32 size trailer the *_with_size compressors add:
-// trailer bytes), the NUL-padded compression name at 24, LINUX_PE_MAGIC
-// at 0x38, then stub code, the payload, and PE section padding after it.
+// zbootImage is payload in a synthetic EFI zboot image.
 func zbootImage(payload []byte, comp string, trailer int) []byte {
-	const off = 0x1000
-	b := make([]byte, off, off+len(payload)+0x1000)
-	copy(b, "MZ")
-	copy(b[4:], "zimg")
-	le := binary.LittleEndian
-	le.PutUint32(b[8:], off)
-	le.PutUint32(b[12:], uint32(len(payload)-trailer))
-	copy(b[24:], comp)
-	le.PutUint32(b[0x38:], 0x818223cd) // LINUX_PE_MAGIC
-	le.PutUint32(b[0x3c:], 0x40)
-	copy(b[0x40:], "PE\x00\x00")
-	for i := 0x200; i < off; i++ {
-		b[i] = byte(i * 7) // the decompressor stub's code
-	}
-	b = append(b, payload...)
-	return append(b, make([]byte, 0x1000-len(payload)%0x1000)...)
+	return guest.Zboot(payload, comp, trailer)
 }
 
 // withSizeTrailer is what the kernel's *_with_size compressors write: the

@@ -1,0 +1,79 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mvm-dev/mvm/guest"
+)
+
+// TestKernelFormats boots the lab's Debian kernel as it comes out of a
+// build or a distribution other than as a bare Image: gzip'd (Image.gz,
+// made by the Makefile with gzip -9), that file wrapped as an EFI zboot
+// vmlinuz (the format Fedora's and Ubuntu's arm64 kernels ship), and a
+// kernel build tree holding it as arch/arm64/boot/Image. One quiet
+// 1-vCPU boot each; mvm's info log must name the format it recognised.
+func TestKernelFormats(t *testing.T) {
+	image, gz := env(t, "MVM_LINUX"), env(t, "MVM_LINUX_GZ")
+	initrd := testInitrd(t)
+	dir := t.TempDir()
+	gzData, err := os.ReadFile(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zboot := filepath.Join(dir, "vmlinuz-zboot")
+	if err := os.WriteFile(zboot, guest.Zboot(gzData, "gzip", 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(dir, "linux")
+	if err := os.MkdirAll(filepath.Join(tree, "arch", "arm64", "boot"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(image, filepath.Join(tree, "arch", "arm64", "boot", "Image")); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tt := range []struct {
+		name, kernel string
+		log          []string // in mvm's info log
+	}{
+		{"Image.gz", gz, []string{"format=Image.gz"}},
+		{"zboot-gzip", zboot, []string{`format="EFI zboot (gzip)"`}},
+		{"build-tree", tree, []string{"format=Image size=", "tree=" + tree}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mvm(t, 4*time.Minute, "run", "--kernel", tt.kernel, "--initrd", initrd,
+				"--cpus", "1", "--memory", "512M", "--append", "quiet", "--log-level", "info")
+			if r.code != 0 {
+				t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			if m := nprocRe.FindStringSubmatch(r.stdout); m == nil || m[1] != "1" {
+				t.Errorf("guest nproc = %v, want 1\n%s", m, r.stdout)
+			}
+			for _, s := range tt.log {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("mvm's log does not say %s:\n%s", s, r.stderr)
+				}
+			}
+		})
+	}
+
+	// A truncated download of the same vmlinuz: one line, no boot.
+	cut := filepath.Join(dir, "vmlinuz-cut")
+	whole, err := os.ReadFile(zboot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cut, whole[:len(whole)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := mvm(t, time.Minute, "run", "--kernel", cut, "--initrd", initrd, "--cpus", "1", "--memory", "512M")
+	if r.code == 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "truncated") || strings.Contains(r.stderr, "goroutine") {
+		t.Errorf("truncated zboot: exit %d, stderr %q; want a failure with one line saying truncated", r.code, r.stderr)
+	}
+}
