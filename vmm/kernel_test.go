@@ -334,7 +334,7 @@ func FuzzParseKernel(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const path = "/k/fuzz"
-		k, err := parseKernel(BootFile{Path: path, Data: data}, 64<<20)
+		k, err := parseKernel(BootFile{Path: path, Data: data}, 1<<20)
 		if err != nil {
 			if k.IsImage {
 				t.Fatalf("error %v with IsImage set", err)
@@ -349,7 +349,7 @@ func FuzzParseKernel(f *testing.F) {
 			img := data
 			if k.Unpacked() {
 				img = k.Data
-				if uint64(len(img)) > 64<<20 {
+				if uint64(len(img)) > 1<<20 {
 					t.Fatalf("unpacked %d bytes, more than the limit", len(img))
 				}
 			}
