@@ -3,6 +3,9 @@
 package integration
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,6 +71,11 @@ func TestKernelFormats(t *testing.T) {
 					t.Errorf("mvm's log does not say %s:\n%s", s, r.stderr)
 				}
 			}
+			for _, l := range strings.Split(r.stderr, "\n") {
+				if strings.Contains(l, "msg=kernel ") {
+					t.Log(l)
+				}
+			}
 			sum := readSummary(t, out)
 			t.Logf("%s: vmm_setup %v, private overhead %.1f MiB, RSS %.1f MiB", tt.name,
 				time.Duration(sum.PhasesNS["vmm_setup"]).Round(time.Millisecond),
@@ -94,5 +102,47 @@ func TestKernelFormats(t *testing.T) {
 	r := mvm(t, time.Minute, "run", "--kernel", cut, "--initrd", initrd, "--cpus", "1", "--memory", "512M")
 	if r.code == 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "truncated") || strings.Contains(r.stderr, "goroutine") {
 		t.Errorf("truncated zboot: exit %d, stderr %q; want a failure with one line saying truncated", r.code, r.stderr)
+	}
+}
+
+// TestKernelFormatsReboot: a reboot (--on-reset reboot) unpacks a
+// compressed kernel again, under the seccomp allow-list, and boots it.
+// The kernel is guest/payloads/reboot.s (position-independent) behind an
+// arm64 Image header, gzip'd and wrapped as an EFI zboot image: it
+// counts its boots in RAM, resets twice and powers off on the third.
+func TestKernelFormatsReboot(t *testing.T) {
+	code, err := os.ReadFile(payload(t, "reboot.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// booting.rst's header: code0 "b +0x40" to the payload after the
+	// header, text_offset 0, image_size 1 MiB (below the payload's RAM
+	// counter at +2 MiB), flags LE/4K/anywhere, "ARM\x64" at 56.
+	img := make([]byte, 64, 64+len(code))
+	le := binary.LittleEndian
+	le.PutUint32(img[0:], 0x14000010)
+	le.PutUint64(img[16:], 1<<20)
+	le.PutUint64(img[24:], 0xa)
+	copy(img[56:], "ARM\x64")
+	img = append(img, code...)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(img)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	k := filepath.Join(t.TempDir(), "vmlinuz")
+	if err := os.WriteFile(k, guest.Zboot(gz.Bytes(), "gzip", 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := mvm(t, time.Minute, "run", "--kernel", k, "--on-reset", "reboot", "--log-level", "info")
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	if want := "boot 1\nboot 2\nboot 3\n"; r.stdout != want {
+		t.Errorf("console %q, want %q", r.stdout, want)
+	}
+	if !strings.Contains(r.stderr, `format="EFI zboot (gzip)"`) {
+		t.Errorf("mvm's log does not name the zboot format:\n%s", r.stderr)
 	}
 }

@@ -1,12 +1,14 @@
 package vmm
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"time"
 )
 
 // BootFile is a kernel or initrd on the host. Only its start is read into
@@ -94,6 +96,8 @@ type Kernel struct {
 	// Tree is the absolute path of the kernel build tree --kernel named
 	// (its modules are under it), "" when --kernel named a file.
 	Tree string
+	// UnpackTime is how long unpacking a compressed kernel took.
+	UnpackTime time.Duration
 }
 
 // Unpacked reports whether the kernel was decompressed into memory.
@@ -171,15 +175,20 @@ func parseKernel(f BootFile, limit uint64) (Kernel, error) {
 // unpackInto decompresses the size bytes at off of k's file and makes k
 // the Image they hold.
 func unpackInto(k Kernel, comp string, off, size uint64, what string, limit uint64) (Kernel, error) {
+	start := time.Now()
 	ra, done, err := k.readerAt()
 	if err != nil {
 		return k, fmt.Errorf("read kernel %s: %w", k.Path, err)
 	}
 	defer done()
-	img, h, err := unpackKernel(k.Path, what, comp, io.NewSectionReader(ra, int64(off), int64(size)), limit)
+	// Large reads: the decompressors' own buffering reads a file 4 KiB
+	// at a time.
+	r := bufio.NewReaderSize(io.NewSectionReader(ra, int64(off), int64(size)), 1<<20)
+	img, h, err := unpackKernel(k.Path, what, comp, r, limit)
 	if err != nil {
 		return k, err
 	}
+	k.UnpackTime = time.Since(start)
 	k.BootFile = BootFile{Path: k.Path, Data: img}
 	k.IsImage, k.Header = true, h
 	switch {

@@ -72,6 +72,9 @@ func TestParseKernelCompressed(t *testing.T) {
 				if !k.IsImage || k.Format != tt.format || !k.Unpacked() || k.Path != path {
 					t.Errorf("IsImage %v, Format %q (want %q), Unpacked %v, Path %q", k.IsImage, k.Format, tt.format, k.Unpacked(), k.Path)
 				}
+				if k.UnpackTime <= 0 {
+					t.Errorf("UnpackTime %v for an unpacked kernel", k.UnpackTime)
+				}
 				if !bytes.Equal(k.Data, img) || k.size() != uint64(len(img)) {
 					t.Fatalf("unpacked %d bytes, not the %d-byte Image", len(k.Data), len(img))
 				}

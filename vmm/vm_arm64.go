@@ -117,7 +117,8 @@ func (m *VM) build() error {
 	if m.bootPlan, err = prepare(m.cfg); err != nil {
 		return err
 	}
-	m.log.Info("kernel", "path", m.kernel.Path, "format", m.kernel.Format, "size", m.kernel.size(), "tree", m.kernel.Tree)
+	m.log.Info("kernel", "path", m.kernel.Path, "format", m.kernel.Format, "size", m.kernel.size(),
+		"unpack", m.kernel.UnpackTime.Round(time.Millisecond), "tree", m.kernel.Tree)
 	if err := m.openVirtio(); err != nil {
 		return err
 	}
