@@ -217,7 +217,12 @@ func unpackKernel(path, what, comp string, r io.Reader, limit uint64) ([]byte, I
 	// allocation for a well-formed kernel, never more than limit.
 	buf.Grow(int(min(max(h.ImageSize, 1<<20), limit)))
 	buf.Write(hdr[:])
-	n, err := buf.ReadFrom(io.LimitReader(dec, int64(limit)-int64(len(hdr))+1))
+	// One byte past the limit tells "too large" from "exactly the limit".
+	room := int64(1)
+	if limit > uint64(len(hdr)) {
+		room += int64(limit) - int64(len(hdr))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(dec, room))
 	if err != nil {
 		return nil, h, fmt.Errorf("kernel %s: %s: %w", path, what, streamError(err))
 	}

@@ -318,3 +318,17 @@ func FuzzKernelFormats(f *testing.F) {
 		}
 	})
 }
+
+// The limit is exact: an Image of limit bytes unpacks, one byte more
+// does not, however small the limit.
+func TestUnpackKernelLimitExact(t *testing.T) {
+	for _, size := range []int{64, 100, 4096} {
+		img := kernelTestImage(0, 1<<20, 0xa, size)
+		if k, err := parseKernel(BootFile{Path: "k.gz", Data: gzipped(t, img)}, uint64(size)); err != nil || !bytes.Equal(k.Data, img) {
+			t.Errorf("%d-byte Image, limit %d: %v", size, size, err)
+		}
+		if _, err := parseKernel(BootFile{Path: "k.gz", Data: gzipped(t, img)}, uint64(size-1)); err == nil || !strings.Contains(err.Error(), "more than") {
+			t.Errorf("%d-byte Image, limit %d: %v, want a more-than error", size, size-1, err)
+		}
+	}
+}
