@@ -58,28 +58,23 @@ const (
 	zbootHeaderSz = 64
 )
 
-// Stream magics of the compressors a kernel build offers
-// (scripts/Makefile.lib: cmd_gzip, cmd_zstd22, cmd_xzkern, cmd_lzma,
-// cmd_lzo, cmd_lz4, cmd_bzip2). gzip: RFC 1952 2.3.1; zstd: RFC 8878 3.1.1;
-// xz: the .xz file format 2.1.1.1; bzip2 "BZh"; lzop's 9-byte magic;
-// lz4's legacy frame (what `lz4 -l` writes for the kernel) and its
-// current frame.
-var compressionMagics = []struct {
-	name  string
-	magic string
-}{
-	{"gzip", "\x1f\x8b"},
-	{"zstd", "\x28\xb5\x2f\xfd"},
-	{"xz", "\xfd7zXZ\x00"},
-	{"bzip2", "BZh"},
-	{"lzo", "\x89LZO\x00\r\n\x1a\n"},
-	{"lz4", "\x02\x21\x4c\x18"},
-	{"lz4", "\x04\x22\x4d\x18"},
-}
-
-// compression names the compressor whose magic d starts with, or "".
+// compression names the compressor whose magic d starts with, or "". The
+// magics are those of the compressors a kernel build offers
+// (scripts/Makefile.lib: cmd_gzip, cmd_zstd22, cmd_xzkern, cmd_lzo,
+// cmd_lz4, cmd_bzip2). gzip: RFC 1952 2.3.1; zstd: RFC 8878 3.1.1; xz:
+// the .xz file format 2.1.1.1; bzip2 "BZh"; lzop's 9-byte magic; lz4's
+// legacy frame (what `lz4 -l` writes for the kernel) and its current
+// frame. Raw lzma has no magic and is not recognised.
 func compression(d []byte) string {
-	for _, c := range compressionMagics {
+	for _, c := range [...]struct{ name, magic string }{
+		{"gzip", "\x1f\x8b"},
+		{"zstd", "\x28\xb5\x2f\xfd"},
+		{"xz", "\xfd7zXZ\x00"},
+		{"bzip2", "BZh"},
+		{"lzo", "\x89LZO\x00\r\n\x1a\n"},
+		{"lz4", "\x02\x21\x4c\x18"},
+		{"lz4", "\x04\x22\x4d\x18"},
+	} {
 		if bytes.HasPrefix(d, []byte(c.magic)) {
 			return c.name
 		}
@@ -163,7 +158,7 @@ func unpackKernel(path, what, comp string, r io.Reader, limit uint64) ([]byte, I
 	case "gzip":
 		zr, err := gzip.NewReader(r)
 		if err != nil {
-			return nil, ImageHeader{}, fmt.Errorf("kernel %s: %s is not valid gzip data: %w", path, what, streamError(err))
+			return nil, ImageHeader{}, fmt.Errorf("kernel %s: %s: %w", path, what, streamError(err))
 		}
 		// A zboot payload may be followed by padding; one member is
 		// the kernel.
@@ -173,8 +168,8 @@ func unpackKernel(path, what, comp string, r io.Reader, limit uint64) ([]byte, I
 		// One goroutine, and a window (the history the decoder keeps)
 		// no larger than the kernel may be: zstd's encoder makes it at
 		// most the input rounded up to a power of two, and a frame that
-		// declares more is refused before it allocates. 8 MiB at least,
-		// the window zstd's levels 1-2 use whatever the input.
+		// declares more is refused before it allocates. 8 MiB at least:
+		// RFC 8878 3.1.1.1.2 asks every decoder to support that much.
 		window := min(max(nextPow2(limit), 8<<20), zstd.MaxWindowSize)
 		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
 			zstd.WithDecoderMaxMemory(window), zstd.WithDecoderMaxWindow(window))
@@ -193,10 +188,10 @@ func unpackKernel(path, what, comp string, r io.Reader, limit uint64) ([]byte, I
 	for n, idle := 0, 0; n < len(hdr); {
 		m, err := dec.Read(hdr[n:])
 		n += m
-		if idle = idle + 1; m > 0 {
+		if m > 0 {
 			idle = 0
-		} else if idle > 100 && err == nil {
-			err = io.ErrNoProgress
+		} else if idle++; idle > 100 && err == nil {
+			err = io.ErrNoProgress // a decoder that never returns data
 		}
 		if err == io.EOF && n < len(hdr) {
 			return nil, ImageHeader{}, fmt.Errorf("kernel %s: %s decompresses to %d bytes, too short for an arm64 Image; --kernel takes %s", path, what, n, kernelFormats)
@@ -246,11 +241,6 @@ func streamError(err error) error {
 	return fmt.Errorf("corrupt compressed data: %w", err)
 }
 
-// buildTreeImages are where a kernel build tree has its arm64 kernel
-// (arch/arm64/Makefile: `make Image`, `make Image.gz`), in order of
-// preference.
-var buildTreeImages = []string{"arch/arm64/boot/Image", "arch/arm64/boot/Image.gz"}
-
 // resolveKernelPath turns --kernel into the kernel file to read: path
 // itself, or for a kernel build tree (a directory) the Image in it. tree
 // is the build tree's absolute path, or "".
@@ -259,7 +249,9 @@ func resolveKernelPath(path string) (file, tree string, err error) {
 	if err != nil || !st.IsDir() {
 		return path, "", nil // readBootFile says what is wrong with it
 	}
-	for _, rel := range buildTreeImages {
+	// Where a build tree has its arm64 kernel (arch/arm64/Makefile:
+	// `make Image`, `make Image.gz`), in order of preference.
+	for _, rel := range [...]string{"arch/arm64/boot/Image", "arch/arm64/boot/Image.gz"} {
 		p := filepath.Join(path, filepath.FromSlash(rel))
 		fst, err := os.Stat(p)
 		switch {
