@@ -48,13 +48,13 @@ func TestKernelFormats(t *testing.T) {
 	// of VM.Run returns it; a kept copy would be the Image's 30 MiB).
 	var base *vmm.Summary
 	for _, tt := range []struct {
-		name, kernel string
-		log          []string // in mvm's info log
+		name, kernel, format, tree string
+		log                        []string // in mvm's info log
 	}{
-		{"Image", image, []string{"format=Image size="}},
-		{"Image.gz", gz, []string{"format=Image.gz"}},
-		{"zboot-gzip", zboot, []string{`format="EFI zboot (gzip)"`}},
-		{"build-tree", tree, []string{"format=Image size=", "tree=" + tree}},
+		{"Image", image, vmm.FormatImage, "", []string{"format=Image size="}},
+		{"Image.gz", gz, vmm.FormatImageGzip, "", []string{"format=Image.gz"}},
+		{"zboot-gzip", zboot, vmm.FormatZbootGzip, "", []string{`format="EFI zboot (gzip)"`}},
+		{"build-tree", tree, vmm.FormatImage, tree, []string{"format=Image size=", "tree=" + tree}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(dir, tt.name+".json")
@@ -77,6 +77,9 @@ func TestKernelFormats(t *testing.T) {
 				}
 			}
 			sum := readSummary(t, out)
+			if c := sum.Config; c == nil || c.KernelFormat != tt.format || c.KernelTree != tt.tree {
+				t.Errorf("--result-json config %+v, want kernel_format %q, kernel_tree %q", c, tt.format, tt.tree)
+			}
 			t.Logf("%s: vmm_setup %v, private overhead %.1f MiB, RSS %.1f MiB", tt.name,
 				time.Duration(sum.PhasesNS["vmm_setup"]).Round(time.Millisecond),
 				float64(sum.Memory.PrivateOverhead)/(1<<20), float64(sum.Memory.RSS)/(1<<20))

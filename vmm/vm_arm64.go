@@ -530,6 +530,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res.UnmappedAccesses, res.UnknownSMCCCCalls, res.PSCIRejected, res.VirtioProblems = g.unmapped, g.unknownSMCCC, g.psciRejected, g.virtio
 	res.ExitHeat = m.heat.result()
 	res.Config, res.Host = m.cfg.RunConfig(), CurrentHost()
+	res.Config.KernelFormat, res.Config.KernelTree = m.kernel.Format, m.kernel.Tree
 	return res, nil
 }
 
