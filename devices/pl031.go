@@ -26,11 +26,13 @@ const (
 	rtcIDBase = 0xfe0
 )
 
-// pl031IDs are the bytes at 0xFE0..0xFFC: part number 0x031, designer
-// 0x41 (ARM), revision 1 (PeriphID0..3 = 0x31, 0x10, 0x04, 0x00), then the
-// PrimeCell id 0xB105F00D (0x0D, 0xF0, 0x05, 0xB1) that Linux's AMBA bus
-// checks before it matches a driver.
-const pl031IDs = "\x31\x10\x04\x00\x0d\xf0\x05\xb1"
+// pl031IDs are the bytes at 0xFE0..0xFFC (TRM 3.3.9, 3.3.10): part number
+// 0x031 in PeriphID0 and PeriphID1[3:0], designer 0x41 (ARM) in
+// PeriphID1[7:4] and PeriphID2[3:0], revision 1 in PeriphID2[7:4],
+// configuration 0 in PeriphID3 (0x31, 0x10, 0x14, 0x00; QEMU's PL031 has
+// the same), then the PrimeCell id 0xB105F00D (0x0D, 0xF0, 0x05, 0xB1)
+// that Linux's AMBA bus checks before it matches a driver.
+const pl031IDs = "\x31\x10\x14\x00\x0d\xf0\x05\xb1"
 
 // Clock is the wall clock and the timers a device runs on; tests pass a
 // fake one.

@@ -157,24 +157,28 @@ func TestPL031DataIsHostTime(t *testing.T) {
 
 func TestPL031PrimeCellIDs(t *testing.T) {
 	r, _, _ := newTestRTC()
-	// PL031 TRM 3.3.9-3.3.10: PeriphID0-3 then PCellID0-3, one byte each.
-	want := map[uint64]uint32{
-		0xfe0: 0x31, 0xfe4: 0x10, 0xfe8: 0x04, 0xfec: 0x00,
-		0xff0: 0x0d, 0xff4: 0xf0, 0xff8: 0x05, 0xffc: 0xb1,
-	}
+	// PL031 TRM (ARM DDI 0224) 3.3.9-3.3.10, and QEMU's hw/rtc/pl031.c:
+	// PeriphID0-3 then PCellID0-3, one byte in each word's low 8 bits.
+	offs := []uint64{0xfe0, 0xfe4, 0xfe8, 0xfec, 0xff0, 0xff4, 0xff8, 0xffc}
+	want := []uint32{0x31, 0x10, 0x14, 0x00, 0x0d, 0xf0, 0x05, 0xb1}
 	var pid, cid uint32
-	for off, w := range want {
+	for i, off := range offs {
 		got := rd32(r, off)
-		if got != w {
-			t.Errorf("id register %#x = %#x, want %#x", off, got, w)
+		if got != want[i] {
+			t.Errorf("id register %#x = %#x, want %#x", off, got, want[i])
 		}
-		if off < 0xff0 {
-			pid |= got << (8 * ((off - 0xfe0) / 4))
+		if i < 4 {
+			pid |= got << (8 * i)
 		} else {
-			cid |= got << (8 * ((off - 0xff0) / 4))
+			cid |= got << (8 * (i - 4))
 		}
 	}
-	// What Linux's amba_read_periphid assembles and pl031_ids matches.
+	// The fields of the peripheral id (TRM 3.3.9, figure 3-10).
+	if part, designer, rev, cfg := pid&0xfff, (pid>>12)&0xff, (pid>>20)&0xf, pid>>24; part != 0x031 || designer != 0x41 || rev != 1 || cfg != 0 {
+		t.Errorf("periphid %#x: part %#x designer %#x revision %d configuration %d; want 0x031, 0x41 (ARM), 1, 0", pid, part, designer, rev, cfg)
+	}
+	// What Linux's amba_read_periphid assembles and pl031_ids matches
+	// (id 0x00041031, mask 0x000fffff).
 	if pid&0x000fffff != 0x00041031 || cid != 0xb105f00d {
 		t.Errorf("periphid %#x, cid %#x: Linux's AMBA bus would not match rtc-pl031", pid, cid)
 	}

@@ -126,11 +126,11 @@ func TestBadInputRun(t *testing.T) {
 		want  string
 		asUID int
 	}{
-		{"initrd larger than memory", []string{"run", "--kernel", hello, "--initrd", big, "--memory", "32M"}, 1, "give more --memory", 0},
-		{"kernel plus initrd too big", []string{"run", "--kernel", kernel, "--initrd", big, "--memory", "80M"}, 1, "--memory", 0},
+		{"initrd larger than memory", []string{"run", "--kernel", hello, "--initrd", big, "--memory", "32M"}, 2, "give more --memory", 0},
+		{"kernel plus initrd too big", []string{"run", "--kernel", kernel, "--initrd", big, "--memory", "80M"}, 2, "--memory", 0},
 		{"cpus above host max", []string{"run", "--kernel", hello, "--cpus", "100000"}, 2, "--cpus", 0},
 		{"unknown psci", []string{"run", "--kernel", hello, "--psci", "firmware"}, 2, "--psci", 0},
-		{"missing initrd", []string{"run", "--kernel", hello, "--initrd", filepath.Join(dir, "none")}, 1, "does not exist", 0},
+		{"missing initrd", []string{"run", "--kernel", hello, "--initrd", filepath.Join(dir, "none")}, 2, "does not exist", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,14 +141,14 @@ func TestBadInputRun(t *testing.T) {
 	// user (the test starts as root in the lab).
 	t.Run("unreadable initrd", func(t *testing.T) {
 		if os.Getuid() != 0 {
-			oneLineError(t, mvm(t, 30*time.Second, "run", "--kernel", hello, "--initrd", unreadable), 1, "permission denied")
+			oneLineError(t, mvm(t, 30*time.Second, "run", "--kernel", hello, "--initrd", unreadable), 2, "permission denied")
 			return
 		}
 		k := publicCopy(t, hello)
 		secret := filepath.Join(filepath.Dir(k), "secret.img")
 		os.WriteFile(secret, []byte("x"), 0o000)
 		r := mvmCmd(t, 30*time.Second, asNobody, "run", "--kernel", k, "--initrd", secret)
-		oneLineError(t, r, 1, "permission denied")
+		oneLineError(t, r, 2, "permission denied")
 	})
 }
 

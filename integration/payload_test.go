@@ -74,10 +74,10 @@ func TestBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{"missing file", []string{"run", "--kernel", filepath.Join(dir, "nope")}, 1, "does not exist"},
-		{"directory", []string{"run", "--kernel", dir}, 1, "is a directory"},
-		{"empty file", []string{"run", "--kernel", empty}, 1, "is empty"},
-		{"text file", []string{"run", "--kernel", text}, 1, "not an arm64 Image"},
+		{"missing file", []string{"run", "--kernel", filepath.Join(dir, "nope")}, 2, "does not exist"},
+		{"directory", []string{"run", "--kernel", dir}, 2, "is a directory"},
+		{"empty file", []string{"run", "--kernel", empty}, 2, "is empty"},
+		{"text file", []string{"run", "--kernel", text}, 2, "not an arm64 Image"},
 		{"no kernel", []string{"run"}, 2, "--kernel is required"},
 		{"zero cpus", []string{"run", "--kernel", hello, "--cpus", "0"}, 2, "at least 1 vCPU"},
 		{"tiny memory", []string{"run", "--kernel", hello, "--memory", "1K"}, 2, "too small"},
@@ -106,13 +106,13 @@ func TestBadInput(t *testing.T) {
 		{"binary", hello, "NUL byte"},
 		{"too big", huge, "not a symbol file: more than"},
 		{"ELF without symbols", stripped, "no symbol section"},
-		{"missing", filepath.Join(dir, "nope.map"), "no such file"},
+		{"missing", filepath.Join(dir, "nope.map"), "does not exist"},
 	}
 	for _, c := range syms {
 		t.Run("guest-symbols "+c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "profile.json")
 			r := mvm(t, 30*time.Second, "run", "--kernel", hello, "--profile", "--profile-out", out, "--guest-symbols", c.file)
-			oneLineError(t, r, 1, c.want)
+			oneLineError(t, r, 2, c.want)
 			if !strings.Contains(r.stderr, "--guest-symbols") {
 				t.Errorf("the error does not name the flag: %q", r.stderr)
 			}
@@ -147,17 +147,30 @@ func TestNoKVMAccess(t *testing.T) {
 	k := publicCopy(t, payload(t, "hello.bin"))
 	r := mvmCmd(t, 30*time.Second, asNobody, "run", "--kernel", k)
 	oneLineError(t, r, 1, "/dev/kvm")
+
+	// mvm bench checks the host once, after its input and before the
+	// first boot: one line, exit status 3, no boot and no output.
+	out := filepath.Join(filepath.Dir(k), "bench.json")
+	r = mvmCmd(t, 30*time.Second, asNobody, "bench", "--kernel", k, "--runs", "4", "--cpus", "1,2", "--json", out)
+	oneLineError(t, r, 3, "no boots run: ")
+	if !strings.Contains(r.stderr, "/dev/kvm") || strings.Contains(r.stderr, "boots:") {
+		t.Errorf("mvm bench as nobody: stderr %q, want only the /dev/kvm line", r.stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("mvm bench wrote %s", out)
+	}
 }
 
 // TestConsoleFileNotCreatable: a --console file that cannot be created
-// stops mvm before the guest starts (exit 1, one line). Before the fix the
-// guest ran to its power-off with its console lost and mvm exited 0.
+// stops mvm before the guest starts (bad input: exit 2, one line). Before
+// the fix the guest ran to its power-off with its console lost and mvm
+// exited 0.
 func TestConsoleFileNotCreatable(t *testing.T) {
 	dir := t.TempDir()
 	res := filepath.Join(dir, "result.json")
 	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "hello.bin"),
 		"--console", "file:"+filepath.Join(dir, "missing-dir", "console.log"), "--result-json", res)
-	oneLineError(t, r, 1, "--console file:")
+	oneLineError(t, r, 2, "--console file:")
 	if _, err := os.Stat(res); err == nil {
 		t.Error("the guest ran: --result-json was written")
 	}

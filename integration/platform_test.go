@@ -20,6 +20,7 @@ const platformCmd = `#!/bin/busybox sh
 echo "mvm-guest: date $(date +%s)"
 dmesg | grep -m1 'hw perfevents' | sed 's/^.*hw perfevents/mvm-guest: hw perfevents/'
 dmesg | grep -m1 'rtc-pl031.*setting system clock' | sed 's/^.*rtc-pl031/mvm-guest: rtc-pl031/'
+for d in /sys/bus/amba/devices/*; do echo "mvm-guest: amba $(basename $d) id $(cat $d/id)"; done
 irqs() { awk '/rtc-pl031/ { n = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i; print n }' /proc/interrupts; }
 echo "mvm-guest: rtc irqs before $(irqs)"
 echo +2 > /sys/class/rtc/rtc0/wakealarm
@@ -51,6 +52,7 @@ var (
 	guestDateRe = regexp.MustCompile(`mvm-guest: date (\d+)`)
 	rtcHCToSys  = regexp.MustCompile(`mvm-guest: rtc-pl031 [0-9a-f]+\.rtc: setting system clock to \S+ UTC \((\d+)\)`)
 	rtcIRQsRe   = regexp.MustCompile(`mvm-guest: rtc irqs (before|after) (\d+)`)
+	amba031Re   = regexp.MustCompile(`mvm-guest: amba [0-9a-f]+\.rtc id ([0-9a-f]+)`)
 	hwclockRe   = regexp.MustCompile(`mvm-guest: hwclock .*2001`)
 	perfRe      = regexp.MustCompile(`mvm-guest: hw perfevents: enabled with armv8_pmuv3\S* PMU driver, (\d+) `)
 )
@@ -105,6 +107,15 @@ func TestLinuxPlatform(t *testing.T) {
 	} else {
 		s, _ := strconv.ParseInt(h[1], 10, 64)
 		within("the time rtc-pl031 set at boot", s)
+	}
+
+	// The peripheral id Linux's AMBA bus read from PeriphID0-3 (sysfs
+	// prints it as %08x): part 0x031, designer 0x41 (ARM), revision 1 in
+	// bits 23:20 (PL031 TRM 3.3.9; QEMU's PL031 reads the same).
+	if m := amba031Re.FindStringSubmatch(r.stdout); m == nil {
+		t.Errorf("no AMBA device for the PL031 in the guest's /sys/bus/amba/devices:\n%s", r.stdout)
+	} else if m[1] != "00141031" {
+		t.Errorf("the guest read the PL031's peripheral id as %s, want 00141031", m[1])
 	}
 
 	irqs := map[string]int{}

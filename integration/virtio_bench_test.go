@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/exits"
+	"github.com/mvm-dev/mvm/internal/labclock"
 )
 
 // TestMain lets this test binary double as the disk and network load tool
@@ -35,6 +37,8 @@ func TestMain(m *testing.M) {
 		fmt.Println(out)
 		os.Exit(0)
 	}
+	flag.Parse()
+	labclock.AnnounceIfBenchmarking(os.Stdout)
 	os.Exit(m.Run())
 }
 

@@ -197,10 +197,10 @@ func TestVirtioBadInput(t *testing.T) {
 		want   string
 		args   []string
 	}{
-		{"missing", false, 1, "does not exist", []string{"--disk", filepath.Join(dir, "nope.img")}},
-		{"directory", false, 1, "is a directory", []string{"--disk", dir}},
-		{"size", false, 1, "multiple of 512", []string{"--disk", odd}},
-		{"unwritable", true, 1, "not writable", []string{"--disk", unwritable}},
+		{"missing", false, 2, "does not exist", []string{"--disk", filepath.Join(dir, "nope.img")}},
+		{"directory", false, 2, "is a directory", []string{"--disk", dir}},
+		{"size", false, 2, "multiple of 512", []string{"--disk", odd}},
+		{"unwritable", true, 2, "not writable", []string{"--disk", unwritable}},
 		{"disk-option", false, 2, "unknown option", []string{"--disk", odd + ",rx"}},
 		{"net-spec", false, 2, "KEY=VALUE", []string{"--net", "tap0"}},
 		{"net-mac", false, 2, "bad MAC", []string{"--net", "tap=tap0,mac=12:34"}},

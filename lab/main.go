@@ -51,6 +51,7 @@ func main() {
 		timeout = flag.Duration("timeout", 15*time.Minute, "give up after this long")
 		cpus    = flag.Int("smp", 2, "emulated CPUs of the lab machine")
 		mem     = flag.String("m", "3072", "memory of the lab machine (QEMU -m)")
+		clock   = flag.String("time", "wall", "the lab's clock: wall (multi-threaded TCG, the host's wall clock: end-to-end figures, ±10-20% between runs) or insn (QEMU's instruction counting, -icount shift=0,align=off,sleep=off: one ns per executed guest instruction, so a path's cost is its instruction count and repeats to ~1% under any host load)")
 		cpu     = flag.String("cpu", defaultCPU, "QEMU CPU model of the lab machine; e.g. neoverse-n1 for a host without FEAT_S2FWB (KVM then unmaps the whole guest on every KVM_ARM_VCPU_INIT of a vCPU that has run)")
 		qemu    = flag.String("qemu", "qemu-system-aarch64", "QEMU binary")
 		keep    = flag.String("initrd-out", "", "also write the lab initramfs here")
@@ -69,7 +70,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lab: nothing to run: pass -run 'commands'")
 		os.Exit(2)
 	}
-	code, err := lab(*kernel, *busybox, *run, files, cpios, *timeout, *cpus, *mem, *cpu, *qemu, *keep, *out)
+	accel, ok := labClocks[*clock]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "lab: -time %q: want wall or insn\n", *clock)
+		os.Exit(2)
+	}
+	code, err := lab(*kernel, *busybox, *run, files, cpios, *timeout, *cpus, *mem, *cpu, *qemu, *keep, *out, *clock, accel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lab:", err)
 		if code == 0 {
@@ -97,9 +103,10 @@ ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 # tun (for the virtio-net tests' tap) is a module of the lab kernel.
 [ -f /lab/modules/tun.ko ] && insmod /lab/modules/tun.ko
 export PATH=/lab:/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp TMPDIR=/tmp LAB_OUT=` + guestOut + `
+export MVM_LAB_TIME=$(cat /lab/clock)
 mkdir -p $LAB_OUT
 cd /lab
-echo "lab: $(uname -r), $(nproc) CPUs, kvm: $(ls /dev/kvm 2>&1)"
+echo "lab: $(uname -r), $(nproc) CPUs, kvm: $(ls /dev/kvm 2>&1), clock: $MVM_LAB_TIME"
 sh /lab/script
 rc=$?
 if [ -e /lab/want-out ]; then
@@ -115,7 +122,23 @@ sync
 poweroff -f
 `
 
-func lab(kernel, busybox, script string, files, cpios []string, timeout time.Duration, cpus int, mem, cpu, qemu, keep, out string) (int, error) {
+// labClocks maps -time to the QEMU options that give the lab that clock.
+//
+// insn: single-threaded TCG with instruction counting (QEMU's -icount,
+// docs/system/qemu-manpage "icount"): the virtual clock advances 2^shift ns
+// per executed guest instruction, align=off never slows the guest to the
+// host's clock, sleep=off skips idle time instead of sleeping through it.
+// The generic timer, CNTVCT_EL0, Go's monotonic clock and /proc/uptime in
+// the lab then all count instructions. icount rules out multi-threaded TCG,
+// so every lab CPU runs round-robin on one host thread and shares the one
+// counter: parallel work on two lab CPUs is measured serialized
+// (DESIGN.md section 8).
+var labClocks = map[string][]string{
+	"wall": {"-accel", "tcg,thread=multi"},
+	"insn": {"-accel", "tcg,thread=single", "-icount", "shift=0,align=off,sleep=off"},
+}
+
+func lab(kernel, busybox, script string, files, cpios []string, timeout time.Duration, cpus int, mem, cpu, qemu, keep, out, clock string, accel []string) (int, error) {
 	for _, f := range []string{kernel, busybox} {
 		if _, err := os.Stat(f); err != nil {
 			return 1, fmt.Errorf("%v (run 'make lab-fetch' to download the lab kernel and busybox)", err)
@@ -131,6 +154,9 @@ func lab(kernel, busybox, script string, files, cpios []string, timeout time.Dur
 		return 1, err
 	}
 	ird.AddFile("init", []byte(initScript), 0o755)
+	// The lab's clock, for the benchmarks to say which one they measured
+	// with (MVM_LAB_TIME in the script's environment).
+	ird.AddFile("lab/clock", []byte(clock+"\n"), 0o644)
 	ird.AddFile("lab/script", []byte(script+"\n"), 0o755)
 	if out != "" {
 		if err := os.MkdirAll(out, 0o755); err != nil {
@@ -174,7 +200,7 @@ func lab(kernel, busybox, script string, files, cpios []string, timeout time.Dur
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
 	defer cancelT()
 	for attempt := 1; ; attempt++ {
-		code, err := boot(ctx, qpath, kernel, initrd, cpus, mem, cpu, timeout, out)
+		code, err := boot(ctx, qpath, kernel, initrd, cpus, mem, cpu, accel, timeout, out)
 		if !errors.Is(err, errLockup) || attempt > retries {
 			return code, err
 		}
@@ -233,18 +259,19 @@ const defaultCPU = "max,pauth-impdef=on"
 const retries = 1
 
 // boot runs the lab machine once and returns the script's status.
-func boot(ctx context.Context, qpath, kernel, initrd string, cpus int, mem, cpu string, timeout time.Duration, out string) (int, error) {
+func boot(ctx context.Context, qpath, kernel, initrd string, cpus int, mem, cpu string, accel []string, timeout time.Duration, out string) (int, error) {
 	qemu := filepath.Base(qpath)
 	// -nic none avoids QEMU's need for an EFI ROM we do not install.
 	args := []string{
 		"-machine", "virt,virtualization=on,gic-version=3",
 		"-cpu", cpu,
 		"-smp", fmt.Sprint(cpus), "-m", mem,
-		"-accel", "tcg,thread=multi",
+	}
+	args = append(args, accel...)
+	args = append(args,
 		"-nic", "none", "-nographic", "-no-reboot",
 		"-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyAMA0 panic=-1 quiet loglevel=4",
-	}
+		"-append", "console=ttyAMA0 panic=-1 quiet loglevel=4")
 	cmd := exec.CommandContext(ctx, qpath, args...)
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
 	stdout, err := cmd.StdoutPipe()

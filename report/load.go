@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -24,13 +25,21 @@ const maxInput = 256 << 20
 // LoadFile reads and decodes path (see Load).
 func LoadFile(path string) (*Input, error) {
 	st, err := os.Stat(path)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s does not exist", path)
+	case err != nil:
 		return nil, err
+	case st.IsDir():
+		return nil, fmt.Errorf("%s is a directory, not a JSON file", path)
 	}
 	if st.Size() > maxInput {
 		return nil, fmt.Errorf("%s: %d bytes, more than any mvm result (%d MiB); not an mvm JSON file?", path, st.Size(), maxInput>>20)
 	}
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%s is not readable: permission denied", path)
+	}
 	if err != nil {
 		return nil, err
 	}

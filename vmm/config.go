@@ -144,6 +144,11 @@ func (c *Config) Validate() error {
 	if _, err := ParseResetAction(string(c.OnReset)); err != nil {
 		return err
 	}
+	if c.MetricsAddr != "" {
+		if err := CheckListenAddr(c.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr %w", err)
+		}
+	}
 	return c.validateVirtio()
 }
 

@@ -227,16 +227,25 @@ type bootPlan struct {
 	place  Placement
 }
 
-// CheckBoot checks what New checks before it touches KVM: the
-// configuration, the kernel and initrd files, and that they fit in RAM. A
-// tool that starts many VMs (mvm bench) calls it once for each
-// configuration before the first boot.
+// CheckBoot checks what New checks before it touches the host: the
+// configuration, the kernel and initrd files and that they fit in RAM, the
+// disk images and the guest symbols. A tool that starts many VMs (mvm
+// bench) calls it once for each configuration before the first boot. Its
+// errors are InputErrors.
 func CheckBoot(cfg Config) error {
-	_, err := prepare(cfg)
+	_, err := checkInput(cfg)
 	return err
 }
 
+// prepare works out the boot plan of cfg; its errors are InputErrors.
 func prepare(cfg Config) (bootPlan, error) {
+	p, err := makePlan(cfg)
+	return p, asInput(err)
+}
+
+// makePlan is prepare without marking its errors: once the VM has run, a
+// kernel that went missing is no longer a mistake in the command line.
+func makePlan(cfg Config) (bootPlan, error) {
 	var p bootPlan
 	err := cfg.Validate()
 	if err != nil {

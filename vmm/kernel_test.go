@@ -314,6 +314,9 @@ func TestPrepare(t *testing.T) {
 			if errors.Is(err, ErrNeedsARM64) {
 				t.Error("prepare returned ErrNeedsARM64: it must not depend on the host")
 			}
+			if ie := (*InputError)(nil); !errors.As(err, &ie) {
+				t.Errorf("prepare = %v (%T), want an InputError: it is the input's fault", err, err)
+			}
 		})
 	}
 }

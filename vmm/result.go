@@ -21,8 +21,11 @@ const (
 
 // Result is what a VM run produced.
 type Result struct {
-	Exit     ExitKind
-	Err      error // the fault, for ExitFault
+	Exit ExitKind
+	// Err is why the guest stopped, for ExitFault and ExitCrash, as one
+	// line: a vCPU's fault names the vCPU, what happened and its PC and
+	// PSTATE (vcpu.FaultError), so a command can print it as it is.
+	Err      error
 	Reboots  int
 	Timeline Timeline
 	// UnmappedAccesses counts guest MMIO to addresses with no device.

@@ -39,6 +39,9 @@ type VM struct {
 
 	bootPlan
 	dtb []byte
+	// guestSyms is the --guest-symbols table, read with the rest of the
+	// input before the host is touched (checkInput).
+	guestSyms *symbols.Table
 
 	bus     devices.Bus
 	uart    *devices.UART
@@ -112,11 +115,23 @@ func New(cfg Config) (*VM, error) {
 	return m, nil
 }
 
-func (m *VM) build() error {
-	var err error
-	if m.bootPlan, err = prepare(m.cfg); err != nil {
+// CheckHost says whether this host can run mvm's VMs: whether /dev/kvm
+// opens. A tool that starts many VMs (mvm bench) calls it once, after its
+// input checks and before the first boot.
+func CheckHost() error {
+	sys, err := kvm.Open()
+	if err != nil {
 		return err
 	}
+	return sys.Close()
+}
+
+func (m *VM) build() error {
+	in, err := checkInput(m.cfg)
+	if err != nil {
+		return err
+	}
+	m.bootPlan, m.guestSyms = in.boot, in.symbols
 	m.log.Info("kernel", "path", m.kernel.Path, "format", m.kernel.Format, "size", m.kernel.size(),
 		"unpack", m.kernel.UnpackTime.Round(time.Millisecond), "tree", m.kernel.Tree)
 	if err := m.openVirtio(); err != nil {
@@ -210,12 +225,8 @@ func (m *VM) setupProfile() error {
 			Layout:      profileLayout(len(m.cpus), append(m.bus.Ranges(), m.virtioRanges()...), RAMRegions(m.cfg.Memory)),
 			NoBreakdown: m.cfg.ProfilePlain,
 			VBAR:        m.guestVBAR, Via: m.cfg.ProfileVia}
-		if m.cfg.GuestSymbols != "" {
-			tab, err := symbols.Open(m.cfg.GuestSymbols)
-			if err != nil {
-				return fmt.Errorf("--guest-symbols: %w", err)
-			}
-			pc.Symbols, pc.SymbolsFile = tab, m.cfg.GuestSymbols
+		if m.guestSyms != nil {
+			pc.Symbols, pc.SymbolsFile = m.guestSyms, m.cfg.GuestSymbols
 		}
 		p.enable(pc)
 	}
@@ -631,7 +642,9 @@ func (m *VM) end(kind ExitKind, err error) {
 // reloaded, PSCI state reset, timeline cleared. Like a warm reset of real
 // hardware, the rest of RAM keeps its contents.
 func (m *VM) reboot() error {
-	plan, err := prepare(m.cfg)
+	// Not prepare: a boot file that changed since the first boot is a
+	// failure of the run (exit status 1), not bad input.
+	plan, err := makePlan(m.cfg)
 	if err != nil {
 		return fmt.Errorf("reboot: %w", err)
 	}

@@ -23,7 +23,7 @@ import (
 // Exit statuses of mvm bench besides 0 and 2 (bad arguments).
 const (
 	benchExitRegression = 1 // a significant regression beyond --fail-on-regression
-	benchExitRunsFailed = 3 // some boots failed; the results use the others
+	benchExitRunsFailed = 3 // some boots failed (the results use the others), or the host can run none
 )
 
 // benchOwnedRunFlags are mvm run flags that mvm bench defines differently
@@ -58,7 +58,7 @@ type benchFlags struct {
 	from           string
 }
 
-func newBenchCmd(start time.Time) *cobra.Command {
+func newBenchCmd(start time.Time, checkHost func() error) *cobra.Command {
 	var f benchFlags
 	// Every mvm run flag, present and future (--marker, --log-level, ...),
 	// is an mvm bench flag too: copy them from a run command rather than
@@ -105,10 +105,17 @@ A delta is a regression when it is significant (p < --alpha), slower, and
 beyond --fail-on-regression percent; mvm bench then exits 1. process_cpu is
 shown but never a regression: it moves with whatever else the host runs.
 
+Every flag, every variant and every file named (kernels, initrds, disks,
+--guest-symbols, the output files) is checked before the first boot, and
+then the host, once: on a host that cannot run mvm (not arm64, no usable
+/dev/kvm) mvm bench says so in one line and boots nothing.
+
 Exit status: 0 when all went well; 1 on a regression beyond
 --fail-on-regression; 3 when some boots failed (they are listed; the
-statistics use the others); 2 for bad arguments; 130/143 on SIGINT/SIGTERM,
-after printing what was measured so far.`,
+statistics use the others), or when the host cannot run any; 2 for bad
+input: a bad flag or variant, or a named file that is missing, unreadable
+or of the wrong kind; 130/143 on SIGINT/SIGTERM, after printing what was
+measured so far.`,
 		Example: `  # Secondary-CPU bring-up, serial vs parallel, at 16 and 64 vCPUs:
   mvm bench --kernel Image --initrd initrd.gz --memory 1G --psci user \
       --cpus 16,64 --runs 10 --variant "A':cmdline-append=cpuhp.parallel=0" \
@@ -129,7 +136,7 @@ after printing what was measured so far.`,
   mvm bench --kernel Image --variant B:kernel=Image.new --runs 8 --html bench.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd, &f, shared)
+			return runBench(cmd, &f, shared, checkHost)
 		},
 	}
 	fl := cmd.Flags()
@@ -168,7 +175,7 @@ after printing what was measured so far.`,
 	return cmd
 }
 
-func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag) error {
+func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag, checkHost func() error) error {
 	fl := cmd.Flags()
 	logLevel, _ := fl.GetString("log-level")
 	log, err := newLogger(logLevel)
@@ -182,6 +189,11 @@ func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag) error {
 	if !slices.Contains([]string{"table", "json", "benchstat"}, f.format) {
 		return usageError{fmt.Errorf("--format %q: use table, json or benchstat", f.format)}
 	}
+	for _, o := range []struct{ flag, path string }{{"--out", f.out}, {"--json", f.jsonOut}, {"--html", f.html}} {
+		if err := checkOutput(o.flag, o.path); err != nil {
+			return err
+		}
+	}
 	if f.from != "" {
 		return benchFrom(cmd, f, opt)
 	}
@@ -192,6 +204,14 @@ func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag) error {
 	}
 	if _, ok := rep.Variant(opt.Baseline); !ok {
 		return usageError{fmt.Errorf("--baseline %s: no such variant", opt.Baseline)}
+	}
+	if err := checkOutputDir("--console-dir", f.consoleDir); err != nil {
+		return err
+	}
+	// Every input is checked; now the host, once: a host that cannot run
+	// mvm would fail every boot the same way.
+	if err := checkHost(); err != nil {
+		return &exitError{benchExitRunsFailed, fmt.Sprintf("no boots run: %v", err)}
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -35,9 +35,12 @@ func init() {
 	if len(os.Args) > 1 && os.Args[1] == "run" {
 		os.Exit(fakeRun(os.Args[2:]))
 	}
-	main()
+	mainWith(anyHost)
 	os.Exit(0)
 }
+
+// anyHost is the host check of the fake mvm: its boots run anywhere.
+func anyHost() error { return nil }
 
 // fakeRun imitates `mvm run` of the Linux test guest: it writes a
 // --result-json whose phases follow the arguments. kernel_to_user is
@@ -145,7 +148,7 @@ func fakeChildren(t *testing.T) {
 func benchIn(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	fakeChildren(t)
-	root := newRootCmd(time.Now())
+	root := newRootCmd(time.Now(), anyHost)
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetArgs(args)
@@ -371,7 +374,7 @@ func TestBenchBadInput(t *testing.T) {
 	}
 	fakeChildren(t)
 	for _, c := range cases {
-		root := newRootCmd(time.Now())
+		root := newRootCmd(time.Now(), anyHost)
 		root.SetOut(&bytes.Buffer{})
 		root.SetArgs(append([]string{"bench"}, c.args...))
 		err := root.Execute()
@@ -462,10 +465,19 @@ func TestBenchChecksVariantsBeforeBooting(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--kernel", missing}, 1, missing + " does not exist"},
-		{[]string{"--kernel", k, "--variant", "B:kernel=" + missing}, 1, "variant B: kernel " + missing + " does not exist"},
-		{[]string{"--kernel", k, "--variant", "B:kernel=" + text}, 1, "variant B: kernel " + text + " is a text file"},
-		{[]string{"--kernel", k, "--variant", "B:initrd=" + missing}, 1, "variant B: initrd " + missing + " does not exist"},
+		{[]string{"--kernel", missing}, 2, missing + " does not exist"},
+		{[]string{"--kernel", k, "--variant", "B:kernel=" + missing}, 2, "variant B: kernel " + missing + " does not exist"},
+		{[]string{"--kernel", k, "--variant", "B:kernel=" + text}, 2, "variant B: kernel " + text + " is a text file"},
+		{[]string{"--kernel", k, "--variant", "B:initrd=" + missing}, 2, "variant B: initrd " + missing + " does not exist"},
+		{[]string{"--kernel", k, "--disk", missing}, 2, "--disk: disk image " + missing + " does not exist"},
+		{[]string{"--kernel", k, "--profile", "--guest-symbols", missing}, 2, "--guest-symbols " + missing + " does not exist"},
+		{[]string{"--kernel", k, "--metrics-addr", "notanaddr"}, 2, "--metrics-addr \"notanaddr\" is not HOST:PORT"},
+		{[]string{"--kernel", k, "--console", "file:" + filepath.Join(missing, "c.log")}, 2, "--console file:" + filepath.Join(missing, "c.log") + ": directory " + missing + " does not exist"},
+		{[]string{"--kernel", k, "--out", filepath.Join(missing, "o.txt")}, 2, "--out " + filepath.Join(missing, "o.txt")},
+		{[]string{"--kernel", k, "--json", filepath.Join(missing, "o.json")}, 2, "--json " + filepath.Join(missing, "o.json")},
+		{[]string{"--kernel", k, "--html", filepath.Dir(text)}, 2, "--html " + filepath.Dir(text) + ": is a directory"},
+		{[]string{"--kernel", k, "--console-dir", filepath.Join(text, "logs")}, 2, "--console-dir " + filepath.Join(text, "logs") + ": " + text + " is not a directory"},
+		{[]string{"--from", missing, "--out", filepath.Join(missing, "o.txt")}, 2, "--out"},
 		{[]string{"--kernel", k, "--variant", "B:memory=1M"}, 2, "variant B (1 vCPU): --memory 1M is too small"},
 		{[]string{"--kernel", k, "--on-reset", "bogus"}, 2, "--on-reset"},
 		{[]string{"--kernel", k, "--profile-format", "xml"}, 2, "--profile-format"},
@@ -477,7 +489,7 @@ func TestBenchChecksVariantsBeforeBooting(t *testing.T) {
 	}
 	fakeChildren(t)
 	for _, c := range cases {
-		root := newRootCmd(time.Now())
+		root := newRootCmd(time.Now(), anyHost)
 		var out bytes.Buffer
 		root.SetOut(&out)
 		root.SetArgs(append([]string{"bench", "--runs", "2", "--warmup", "0"}, c.args...))
@@ -494,7 +506,10 @@ func TestBenchChecksVariantsBeforeBooting(t *testing.T) {
 			t.Errorf("mvm bench %s booted and reported:\n%s", strings.Join(c.args, " "), out.String())
 		}
 	}
-	// The real binary: one line, exit 1, nothing left behind.
+	// The real binary: one line, exit 2, nothing left behind.
 	dir := t.TempDir()
-	checkFailure(t, dir, mvm(t, dir, "bench", "--kernel", k, "--variant", "B:kernel="+missing), 1, "variant B: kernel", "does not exist")
+	// The output files and the console directory, named relative to the
+	// working directory, are not created.
+	checkFailure(t, dir, mvm(t, dir, "bench", "--kernel", k, "--variant", "B:kernel="+missing,
+		"--out", "out.txt", "--json", "b.json", "--html", "b.html", "--console-dir", "logs/a"), 2, "variant B: kernel", "does not exist")
 }

@@ -39,18 +39,33 @@ func (c *console) Close() {
 	})
 }
 
+// checkConsole checks a --console value without opening anything: one of
+// stdio, none, or file:PATH where PATH can be created (checkOutput).
+func checkConsole(spec string) error {
+	switch {
+	case spec == "stdio" || spec == "none":
+		return nil
+	case strings.HasPrefix(spec, "file:"):
+		path := strings.TrimPrefix(spec, "file:")
+		if path == "" {
+			return usageError{fmt.Errorf("--console file: needs a path, e.g. file:console.log")}
+		}
+		return checkOutput("--console file:", path)
+	}
+	return usageError{fmt.Errorf("--console %q: use stdio, none or file:PATH", spec)}
+}
+
 // openConsole sets up --console: "stdio" (raw terminal input when stdin is a
 // terminal, with Ctrl-A x to quit), "none", or "file:PATH".
 func openConsole(spec string, quit func(error)) (*console, error) {
+	if err := checkConsole(spec); err != nil {
+		return nil, err
+	}
 	switch {
 	case spec == "none":
 		return &console{out: io.Discard}, nil
 	case strings.HasPrefix(spec, "file:"):
-		path := strings.TrimPrefix(spec, "file:")
-		if path == "" {
-			return nil, usageError{fmt.Errorf("--console file: needs a path, e.g. file:console.log")}
-		}
-		lf := &lazyFile{path: path}
+		lf := &lazyFile{flag: "--console file:", path: strings.TrimPrefix(spec, "file:")}
 		return &console{out: lf, file: lf, closeFn: lf.close}, nil
 	case spec == "stdio":
 		c := &console{out: os.Stdout}
@@ -128,9 +143,11 @@ func (e *escapeReader) filter(in []byte) {
 	}
 }
 
-// lazyFile is a console file created only when create is called (or at the
-// first write), so a run that fails before the guest starts leaves none.
+// lazyFile is an output file (a console file, mvm profile --out) created
+// only when create is called or at the first write, so a run that fails
+// before then leaves none behind.
 type lazyFile struct {
+	flag string // for messages: the flag that named path
 	path string
 	mu   sync.Mutex
 	f    *os.File
@@ -146,7 +163,7 @@ func (l *lazyFile) create() error {
 func (l *lazyFile) createLocked() error {
 	if l.f == nil && l.err == nil {
 		if l.f, l.err = os.Create(l.path); l.err != nil {
-			l.err = fmt.Errorf("--console file:%s: %w", l.path, l.err)
+			l.err = fmt.Errorf("%s%s: %w", l.flag, l.path, l.err)
 		}
 	}
 	return l.err

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/mvm-dev/mvm/vcpu"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -112,7 +111,9 @@ func TestEscapeReaderPassesErrors(t *testing.T) {
 }
 
 func TestExitFor(t *testing.T) {
-	fault := &vcpu.FaultError{VCPU: 2, What: "KVM_EXIT_INTERNAL_ERROR", PC: 0x4000_1000, PSTATE: 0x3c5, Detail: "emulation failure"}
+	// A vCPU fault as vmm.Result carries it: one line with the PC and
+	// PSTATE, printed as it is.
+	fault := errors.New("vCPU 2: KVM_EXIT_INTERNAL_ERROR at PC 0x40001000 PSTATE 0x3c5: emulation failure")
 	tests := []struct {
 		name  string
 		res   vmm.Result
@@ -123,7 +124,7 @@ func TestExitFor(t *testing.T) {
 		{"poweroff", vmm.Result{Exit: vmm.ExitPowerOff}, nil, 0, nil},
 		{"reset with --on-reset exit", vmm.Result{Exit: vmm.ExitReset}, nil, 0, nil},
 		{"crash", vmm.Result{Exit: vmm.ExitCrash, Err: errors.New("guest reported a crash on vCPU 0")}, nil, 1, []string{"crash"}},
-		{"fault", vmm.Result{Exit: vmm.ExitFault, Err: fmt.Errorf("vCPU 2: %w", fault)}, nil, 1, []string{"0x40001000", "0x3c5"}},
+		{"fault", vmm.Result{Exit: vmm.ExitFault, Err: fault}, nil, 1, []string{"guest stopped: " + fault.Error()}},
 		{"other fault", vmm.Result{Exit: vmm.ExitFault, Err: errors.New("a vCPU stopped without a reason")}, nil, 1, []string{"without a reason"}},
 		{"SIGINT", vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGINT}, 128 + int(syscall.SIGINT), []string{"interrupt"}},
 		{"SIGTERM", vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGTERM}, 128 + int(syscall.SIGTERM), []string{"terminated"}},
@@ -186,12 +187,29 @@ func TestConsoleFileCreatedBeforeTheGuest(t *testing.T) {
 		t.Errorf("after create: %v, %v; want an empty file", st, err)
 	}
 
+	// A directory that does not exist is bad input, found before the
+	// host is probed.
 	bad := filepath.Join(dir, "no-such-dir", "console.log")
+	_, err = openConsole("file:"+bad, func(error) {})
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--console file:"+bad) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("openConsole(file:%s) = %v; want a usage error naming --console and the path", bad, err)
+	}
+
+	// One that goes away after the check: create says so.
+	gone := filepath.Join(dir, "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad = filepath.Join(gone, "console.log")
 	c, err = openConsole("file:"+bad, func(error) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
 	err = c.create()
 	if err == nil || !strings.Contains(err.Error(), "--console file:"+bad) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("create of %s: %v; want one line naming --console and the path", bad, err)
@@ -213,7 +231,7 @@ func TestRunConsoleFileNotCreatedOnEarlyFailure(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			checkFailure(t, dir, mvm(t, dir, tt.args...), 1, tt.says)
+			checkFailure(t, dir, mvm(t, dir, tt.args...), 2, tt.says)
 		})
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mvm-dev/mvm/vmm"
 )
 
 // exitError carries an exit status with an optional one-line message.
@@ -26,7 +28,9 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-// usageError marks a bad command line (exit status 2).
+// usageError marks bad input (exit status 2): a bad command line, or a
+// file it names that is missing, unreadable or of the wrong kind. The
+// vmm package marks its own such errors with vmm.InputError.
 type usageError struct{ error }
 
 // init keeps the main goroutine on the main thread. Each vCPU goroutine
@@ -35,11 +39,16 @@ type usageError struct{ error }
 // ps and top show, and what mvm profile --pid matches VMMs by).
 func init() { runtime.LockOSThread() }
 
-func main() {
+func main() { mainWith(vmm.CheckHost) }
+
+// mainWith is main with checkHost, what mvm bench asks of the host before
+// its first boot (vmm.CheckHost). The tests' fake mvm, whose boots need no
+// KVM, passes one that accepts any host.
+func mainWith(checkHost func() error) {
 	start := time.Now()
 	withRuntimeSettings(start)
 	start = startBeforeExec(start)
-	root := newRootCmd(start)
+	root := newRootCmd(start, checkHost)
 	err := root.Execute()
 	if err == nil {
 		return
@@ -53,20 +62,22 @@ func main() {
 
 // exitStatus maps an error to mvm's exit status and its one-line message by
 // the error's type, never its text: an EINVAL from a KVM ioctl says
-// "invalid argument" too, and is not a bad command line.
+// "invalid argument" too, and is not a bad command line. Bad input
+// (usageError, vmm.InputError) is 2, anything else 1.
 func exitStatus(err error) (int, string) {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code, ee.msg
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
+	var ie *vmm.InputError
+	if errors.As(err, &ue) || errors.As(err, &ie) {
 		return 2, err.Error()
 	}
 	return 1, err.Error()
 }
 
-func newRootCmd(start time.Time) *cobra.Command {
+func newRootCmd(start time.Time, checkHost func() error) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "mvm",
 		Short: "mvm: a micro-VM hypervisor for arm64 Linux on KVM",
@@ -99,7 +110,7 @@ serial console, services PSCI in userspace, and measures what the guest does.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see 'mvm %s --help')", err, c.Name())}
 	})
-	root.AddCommand(newRunCmd(start), newCapsCmd(), newVersionCmd(), newBenchCmd(start), newProfileCmd(), newReportCmd())
+	root.AddCommand(newRunCmd(start), newCapsCmd(), newVersionCmd(), newBenchCmd(start, checkHost), newProfileCmd(), newReportCmd())
 	typeArgErrors(root)
 	return root
 }

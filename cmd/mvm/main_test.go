@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mvm-dev/mvm/guest"
+	"github.com/mvm-dev/mvm/vmm"
 )
 
 // mvmBin is the mvm binary TestMain builds once for the tests that run it.
@@ -234,6 +234,20 @@ func testImage(size int) []byte {
 	return b
 }
 
+// lzmaZboot is the start of an EFI zboot vmlinuz (Linux
+// drivers/firmware/efi/libstub/zboot-header.S: "MZ", "zimg" at 4, le32
+// payload offset and size at 8 and 12, the compression's name at 24)
+// whose payload is lzma-compressed.
+func lzmaZboot() []byte {
+	b := make([]byte, 0x40)
+	copy(b, "MZ")
+	copy(b[4:], "zimg")
+	binary.LittleEndian.PutUint32(b[8:], 0x40)
+	binary.LittleEndian.PutUint32(b[12:], 16)
+	copy(b[24:], "lzma")
+	return append(b, "\x5d\x00\x00\x80\x00lzma data\x00\x00"...)
+}
+
 func gzipBytes(t *testing.T, data []byte) []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -257,7 +271,7 @@ func inputs(t *testing.T) map[string]string {
 		// EFI zboot vmlinuz with an lzma payload mvm does not unpack.
 		"notes.gz":       gzipBytes(t, []byte("release notes, not a kernel\n")),
 		"Image-cut.gz":   gzipBytes(t, testImage(1<<20))[:2000],
-		"vmlinuz-lzma":   guest.Zboot([]byte("\x5d\x00\x00\x80\x00lzma data"), "lzma", 4),
+		"vmlinuz-lzma":   lzmaZboot(),
 		"linux/Makefile": []byte("VERSION = 6\n"),
 	}
 	paths := map[string]string{"dir": dir, "missing": filepath.Join(dir, "missing"), "tree": filepath.Join(dir, "linux")}
@@ -335,16 +349,43 @@ func TestRunBadInput(t *testing.T) {
 		{"--console bogus", []string{"run", "--kernel", k, "--console", "bogus"}, 2, []string{"--console", "bogus"}},
 		{"--console file: without a path", []string{"run", "--kernel", k, "--console", "file:"}, 2, []string{"--console"}},
 		{"--log-level bogus", []string{"run", "--kernel", k, "--log-level", "loud"}, 2, []string{"--log-level"}},
-		{"missing kernel", []string{"run", "--kernel", in["missing"]}, 1, []string{in["missing"], "does not exist"}},
-		{"kernel is a directory", []string{"run", "--kernel", in["dir"]}, 1, []string{"directory"}},
-		{"empty kernel", []string{"run", "--kernel", in["empty"]}, 1, []string{"empty"}},
-		{"ELF kernel", []string{"run", "--kernel", in["vmlinux"]}, 1, []string{"ELF"}},
-		{"gzip'd non-kernel", []string{"run", "--kernel", in["notes.gz"]}, 1, []string{"gzip", "Image.gz", "EFI zboot", "build tree"}},
-		{"truncated Image.gz", []string{"run", "--kernel", in["Image-cut.gz"]}, 1, []string{"truncated"}},
-		{"zboot with lzma", []string{"run", "--kernel", in["vmlinuz-lzma"]}, 1, []string{"EFI zboot", `"lzma"`, "gzip and zstd"}},
-		{"unbuilt kernel tree", []string{"run", "--kernel", in["tree"]}, 1, []string{"arch/arm64/boot/Image"}},
-		{"missing initrd", []string{"run", "--kernel", k, "--initrd", in["missing"]}, 1, []string{"initrd", "does not exist"}},
-		{"console none, missing kernel", []string{"run", "--kernel", in["missing"], "--console", "none"}, 1, []string{"does not exist"}},
+		// A named file that is missing, unreadable or of the wrong kind is
+		// bad input too, found before any host probe.
+		{"missing kernel", []string{"run", "--kernel", in["missing"]}, 2, []string{in["missing"], "does not exist"}},
+		{"kernel is a directory", []string{"run", "--kernel", in["dir"]}, 2, []string{"directory"}},
+		{"empty kernel", []string{"run", "--kernel", in["empty"]}, 2, []string{"empty"}},
+		{"ELF kernel", []string{"run", "--kernel", in["vmlinux"]}, 2, []string{"ELF"}},
+		{"gzip'd non-kernel", []string{"run", "--kernel", in["notes.gz"]}, 2, []string{"gzip", "Image.gz", "EFI zboot", "build tree"}},
+		{"truncated Image.gz", []string{"run", "--kernel", in["Image-cut.gz"]}, 2, []string{"truncated"}},
+		{"zboot with lzma", []string{"run", "--kernel", in["vmlinuz-lzma"]}, 2, []string{"EFI zboot", `"lzma"`, "gzip and zstd"}},
+		{"unbuilt kernel tree", []string{"run", "--kernel", in["tree"]}, 2, []string{"arch/arm64/boot/Image"}},
+		{"missing initrd", []string{"run", "--kernel", k, "--initrd", in["missing"]}, 2, []string{"initrd", "does not exist"}},
+		{"initrd is a directory", []string{"run", "--kernel", k, "--initrd", in["dir"]}, 2, []string{"initrd", "directory"}},
+		{"console none, missing kernel", []string{"run", "--kernel", in["missing"], "--console", "none"}, 2, []string{"does not exist"}},
+		{"--disk missing", []string{"run", "--kernel", k, "--disk", in["missing"]}, 2, []string{"--disk", in["missing"], "does not exist"}},
+		{"--disk missing,ro", []string{"run", "--kernel", k, "--disk", in["missing"] + ",ro"}, 2, []string{"--disk", in["missing"], "does not exist"}},
+		{"--disk a directory", []string{"run", "--kernel", k, "--disk", in["dir"]}, 2, []string{"--disk", "directory"}},
+		{"--disk not whole sectors", []string{"run", "--kernel", k, "--disk", in["payload.bin"]}, 2, []string{"--disk", "multiple of 512"}},
+		{"--disk empty", []string{"run", "--kernel", k, "--disk", in["empty"]}, 2, []string{"--disk", in["empty"]}},
+		{"--console in a missing directory", []string{"run", "--kernel", k, "--console", "file:" + filepath.Join(in["missing"], "c.log")}, 2, []string{"--console file:" + filepath.Join(in["missing"], "c.log"), "does not exist"}},
+		{"--console a directory", []string{"run", "--kernel", k, "--console", "file:" + in["dir"]}, 2, []string{"--console file:" + in["dir"], "directory"}},
+		{"--console under a file", []string{"run", "--kernel", k, "--console", "file:" + filepath.Join(in["payload.bin"], "c.log")}, 2, []string{"--console file:", "not a directory"}},
+		{"--metrics-addr no port", []string{"run", "--kernel", k, "--metrics-addr", "notanaddr"}, 2, []string{"--metrics-addr", "notanaddr"}},
+		{"--metrics-addr port too big", []string{"run", "--kernel", k, "--metrics-addr", "127.0.0.1:65536"}, 2, []string{"--metrics-addr", "65536"}},
+		{"--metrics-addr bad host", []string{"run", "--kernel", k, "--metrics-addr", "no_such host:9100"}, 2, []string{"--metrics-addr", "no_such host"}},
+		{"--result-json in a missing directory", []string{"run", "--kernel", k, "--result-json", filepath.Join(in["missing"], "r.json")}, 2, []string{"--result-json", filepath.Join(in["missing"], "r.json")}},
+		{"--report a directory", []string{"run", "--kernel", k, "--report", in["dir"]}, 2, []string{"--report", "directory"}},
+		{"--profile-out in a missing directory", []string{"run", "--kernel", k, "--profile", "--profile-out", filepath.Join(in["missing"], "p.txt")}, 2, []string{"--profile-out", "does not exist"}},
+		{"--guest-symbols missing", []string{"run", "--kernel", k, "--profile", "--guest-symbols", in["missing"]}, 2, []string{"--guest-symbols", in["missing"], "does not exist"}},
+		{"--guest-symbols a directory", []string{"run", "--kernel", k, "--profile", "--guest-symbols", in["dir"]}, 2, []string{"--guest-symbols", "directory"}},
+		{"--guest-symbols not symbols", []string{"run", "--kernel", k, "--profile", "--guest-symbols", in["payload.bin"]}, 2, []string{"--guest-symbols", in["payload.bin"]}},
+		// Output files named relative to the working directory (which
+		// checkFailure sees empty afterwards) are not created when any
+		// input is bad.
+		{"outputs and a missing disk", []string{"run", "--kernel", k, "--disk", in["missing"], "--console", "file:c.log",
+			"--result-json", "r.json", "--report", "r.html", "--profile", "--profile-out", "p.txt"}, 2, []string{"--disk", in["missing"]}},
+		{"outputs and a bad --metrics-addr", []string{"run", "--kernel", k, "--metrics-addr", "notanaddr", "--console", "file:c.log",
+			"--result-json", "r.json", "--report", "r.html"}, 2, []string{"--metrics-addr"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -365,15 +406,13 @@ func TestExitStatusFollowsErrorType(t *testing.T) {
 		{errors.New(`unknown command "x" (invalid argument)`), 1},
 		{usageError{errors.New("--cpus 0: a VM needs at least 1 vCPU")}, 2},
 		{fmt.Errorf("variant B: %w", usageError{errors.New("--psci bogus")}), 2},
+		{&vmm.InputError{Err: errors.New("kernel /k does not exist")}, 2},
+		{fmt.Errorf("variant B: %w", &vmm.InputError{Err: errors.New("kernel /k is empty")}), 2},
+		{vmm.ErrNeedsARM64, 1},
 		{&exitError{130, "stopped from the console (Ctrl-A x)"}, 130},
 	} {
 		if code, msg := exitStatus(tt.err); code != tt.code || msg != tt.err.Error() {
 			t.Errorf("exitStatus(%q) = %d, %q; want %d, the error's text", tt.err, code, msg, tt.code)
 		}
 	}
-	// The same through the binary: a kernel path that says "invalid
-	// argument" is a missing file (1), not a bad command line (2).
-	dir := t.TempDir()
-	missing := filepath.Join(t.TempDir(), "invalid argument")
-	checkFailure(t, dir, mvm(t, dir, "run", "--kernel", missing), 1, "does not exist")
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/attach"
 	"github.com/mvm-dev/mvm/exits/render"
-	"github.com/mvm-dev/mvm/internal/kvmproc"
+	"github.com/mvm-dev/mvm/vmm"
 )
 
 type profileFlags struct {
@@ -68,7 +68,8 @@ one line, and the rest still runs.
 
 Exit status: the command's with -- COMMAND (128+N if signal N killed it);
 0 with --pid when the profile was written; 1 when nothing could be profiled;
-2 for bad arguments.`,
+2 for bad input: a bad flag value, or an --out that cannot be created (checked
+before anything starts; --out is created only once there is a profile).`,
 		Example: `  # Profile a QEMU guest from start to power-off, per vCPU:
   mvm profile --per-vcpu -- qemu-system-aarch64 -machine virt,gic-version=3 \
       -accel kvm -cpu host -smp 2 -nographic -nic none -name debug-threads=on \
@@ -124,7 +125,15 @@ func (f *profileFlags) check(cmd *cobra.Command, args []string) error {
 			return usageError{fmt.Errorf("--sources: unknown source %q: use kvm_stats or tracepoint", s)}
 		}
 	}
-	return nil
+	if f.metricsAddr != "" {
+		if err := vmm.CheckListenAddr(f.metricsAddr); err != nil {
+			return usageError{fmt.Errorf("--metrics-addr %w", err)}
+		}
+	}
+	if _, err := newLogger(f.logLevel); err != nil {
+		return err
+	}
+	return checkOutput("--out", f.out)
 }
 
 func runProfile(cmd *cobra.Command, f *profileFlags, args []string) error {
@@ -138,11 +147,10 @@ func runProfile(cmd *cobra.Command, f *profileFlags, args []string) error {
 	out := io.Writer(os.Stderr)
 	isTTY := term.IsTerminal(int(os.Stderr.Fd()))
 	if f.out != "" {
-		file, err := os.Create(f.out)
-		if err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		defer file.Close()
+		// Created at the first write: a profile that never starts (no
+		// such process, no access) leaves no file.
+		file := &lazyFile{flag: "--out ", path: f.out}
+		defer file.close()
 		out, isTTY = file, false
 	}
 	write := func(rep *exits.Report) error {
@@ -262,19 +270,16 @@ func profileError(f *profileFlags, args []string, err error) error {
 	if len(args) > 0 {
 		what = args[0]
 	}
-	var ae *kvmproc.AccessError
+	var ae *attach.AccessError
 	switch {
 	case errors.Is(err, attach.ErrBadConfig):
 		return usageError{err}
-	case errors.Is(err, kvmproc.ErrGone):
+	case errors.Is(err, attach.ErrGone):
 		return &exitError{1, what + ": no such process (it exited, or the PID is wrong)"}
-	case errors.Is(err, kvmproc.ErrNotKVM):
+	case errors.Is(err, attach.ErrNotKVM):
 		name := ""
-		if p, e := kvmproc.Open(f.pid); e == nil {
-			if n, e := p.Name(); e == nil {
-				name = " (" + n + ")"
-			}
-			p.Close()
+		if n, e := attach.ProcessName(f.pid); e == nil {
+			name = " (" + n + ")"
 		}
 		return &exitError{1, fmt.Sprintf("%s%s is not a KVM process: it holds no anon_inode:kvm-vm file descriptor", what, name)}
 	case errors.As(err, &ae):

@@ -35,11 +35,21 @@ func TestProfileCLI(t *testing.T) {
 		{[]string{"--pid", "2147483646"}, 1, "no such process"},
 		{[]string{"--pid", strconv.Itoa(os.Getpid())}, 1, "is not a KVM process"},
 		{[]string{"--", "/nonexistent/vmm"}, 127, "command not found"},
+		{[]string{"--pid", "1", "--metrics-addr", "notanaddr"}, 2, "--metrics-addr \"notanaddr\""},
+		{[]string{"--pid", "1", "--log-level", "loud"}, 2, "--log-level"},
+		{[]string{"--pid", "1", "--out", filepath.Join("nodir", "p.txt")}, 2, "--out " + filepath.Join("nodir", "p.txt") + ": directory nodir does not exist"},
+		{[]string{"--pid", "1", "--out", "."}, 2, "--out .: is a directory"},
+		// A profile that never starts leaves no --out file.
+		{[]string{"--pid", "2147483646", "--out", "p.txt"}, 1, "no such process"},
+		{[]string{"--out", "p.txt", "--", "/nonexistent/vmm"}, 127, "command not found"},
 	} {
 		r := mvm(t, dir, append([]string{"profile"}, c.args...)...)
 		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
 		if r.code != c.code || len(lines) != 1 || !strings.HasPrefix(lines[0], "mvm: ") || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("mvm profile %v: status %d, stderr %q; want %d and one line with %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Fatalf("mvm profile %v left %v in its working directory", c.args, ents)
 		}
 	}
 

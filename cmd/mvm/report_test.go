@@ -74,8 +74,8 @@ func TestReportCommand(t *testing.T) {
 	}
 }
 
-// TestReportBadInput: a malformed, truncated or foreign file is one line
-// on stderr, exit status 1, and no page is left behind.
+// TestReportBadInput: a malformed, truncated, foreign or missing file is
+// bad input: one line on stderr, exit status 2, and no page left behind.
 func TestReportBadInput(t *testing.T) {
 	good := runResultJSON(t)
 	for _, c := range []struct {
@@ -91,16 +91,42 @@ func TestReportBadInput(t *testing.T) {
 			dir := t.TempDir()
 			os.WriteFile(filepath.Join(dir, "in.json"), []byte(c.data), 0o644)
 			r := mvm(t, dir, "report", "in.json")
-			checkOneLine(t, r, 1, c.want)
+			checkOneLine(t, r, 2, c.want)
 			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 				t.Errorf("files left behind: %v", ents)
 			}
 		})
 	}
-	r := mvm(t, t.TempDir(), "report", "missing.json")
-	checkOneLine(t, r, 1, "missing.json")
-	r = mvm(t, t.TempDir(), "report")
-	checkOneLine(t, r, 2, "accepts 1 arg")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing", []string{"report", "missing.json"}, "missing.json does not exist"},
+		{"a directory", []string{"report", "."}, ". is a directory"},
+		{"no argument", []string{"report"}, "give the JSON file to render: mvm report FILE.json"},
+		{"two arguments", []string{"report", "a.json", "b.json"}, "one JSON file at a time"},
+		{"-o in a missing directory", []string{"report", "in.json", "-o", filepath.Join("nodir", "x.html")}, "-o " + filepath.Join("nodir", "x.html") + ": directory nodir does not exist"},
+		{"-o a directory", []string{"report", "in.json", "-o", "."}, "-o .: is a directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "in.json"), good, 0o644)
+			checkOneLine(t, mvm(t, dir, c.args...), 2, c.want)
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("files left behind: %v", ents)
+			}
+		})
+	}
+	// The default page next to an input in a directory mvm cannot write
+	// to: said before the input is read, and it names -o.
+	if os.Getuid() != 0 {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "in.json"), good, 0o644)
+		os.Chmod(dir, 0o555)
+		defer os.Chmod(dir, 0o755)
+		checkOneLine(t, mvm(t, t.TempDir(), "report", filepath.Join(dir, "in.json")), 2, "-o to put it elsewhere")
+	}
 }
 
 func checkOneLine(t *testing.T, r result, code int, want string) {

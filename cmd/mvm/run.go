@@ -18,7 +18,6 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/render"
 	"github.com/mvm-dev/mvm/report"
-	"github.com/mvm-dev/mvm/vcpu"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -182,7 +181,10 @@ says). Without --pmu the guest's ID_AA64DFR0_EL1 shows no PMU and its PMU
 register accesses are UNDEFINED.
 
 Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
-1 when it crashes or a vCPU fails; 2 for bad arguments; 130/143 on
+1 when it crashes or a vCPU fails, or the host cannot run the VM (not
+arm64, no usable /dev/kvm, a capability a flag needs); 2 for bad input: a
+bad flag value, or a file a flag names that is missing, unreadable or of
+the wrong kind, all checked before the host is probed; 130/143 on
 SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest. For a
 guest that seems stuck, kill -USR1 prints each vCPU's state, exit count
 and guest PC to stderr and lets the VM run on.
@@ -231,8 +233,12 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-// check turns the flags into the VM's configuration (without the console):
-// every usage error mvm run can find without touching files.
+// check turns the flags into the VM's configuration (without the console)
+// and checks the flags vmm.Config does not carry: every mistake in the
+// command line itself, and in the files it names for mvm to write (the
+// console file, --result-json, --report, --profile-out: creatable, though
+// not created yet). The files mvm reads are vmm.New's and vmm.CheckBoot's
+// to check; both do so before they probe the host.
 func (f *runFlags) check(start time.Time) (vmm.Config, error) {
 	if f.kernel == "" {
 		return vmm.Config{}, usageError{errors.New("--kernel is required: an arm64 kernel (Image, Image.gz, EFI zboot vmlinuz, build tree) or a flat binary (see 'mvm run --help')")}
@@ -243,6 +249,16 @@ func (f *runFlags) check(start time.Time) (vmm.Config, error) {
 	}
 	if cfg.Logger, err = newLogger(f.logLevel); err != nil {
 		return cfg, err
+	}
+	if err := checkConsole(f.console); err != nil {
+		return cfg, err
+	}
+	for _, o := range []struct{ flag, path string }{
+		{"--result-json", f.resultJSON}, {"--report", f.report}, {"--profile-out", f.profileOut},
+	} {
+		if err := checkOutput(o.flag, o.path); err != nil {
+			return cfg, err
+		}
 	}
 	return cfg, nil
 }
@@ -328,10 +344,6 @@ func exitFor(res vmm.Result, cause error) error {
 	case vmm.ExitCrash:
 		return &exitError{1, res.Err.Error()}
 	case vmm.ExitFault:
-		var fe *vcpu.FaultError
-		if errors.As(res.Err, &fe) {
-			return &exitError{1, "guest stopped: " + fe.Error()}
-		}
 		return &exitError{1, fmt.Sprintf("guest stopped: %v", res.Err)}
 	case vmm.ExitStopped:
 		var sc signalCause

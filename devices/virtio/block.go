@@ -53,29 +53,9 @@ type Block struct {
 // otherwise), so a second mvm cannot write an image another one uses.
 // Errors are one sentence naming path and what to do.
 func OpenDisk(name, path string, readOnly bool) (*Block, error) {
-	flags := os.O_RDWR
-	if readOnly {
-		flags = os.O_RDONLY
-	}
-	st, err := os.Stat(path)
+	f, size, err := openImage(path, readOnly)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("disk image %s does not exist: create one (e.g. truncate -s 1G %s, or mkfs.ext4 it)", path, path)
-		}
-		return nil, fmt.Errorf("disk image %s: %w", path, err)
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("disk image %s is a directory: give a raw image file", path)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("disk image %s is not a regular file: mvm takes raw image files", path)
-	}
-	f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, os.ErrPermission) && !readOnly {
-			return nil, fmt.Errorf("disk image %s is not writable by this user: fix its permissions or attach it with ,ro", path)
-		}
-		return nil, fmt.Errorf("open disk image %s: %w", path, err)
+		return nil, err
 	}
 	lock := unix.LOCK_EX
 	if readOnly {
@@ -88,13 +68,56 @@ func OpenDisk(name, path string, readOnly bool) (*Block, error) {
 		}
 		return nil, fmt.Errorf("lock disk image %s: %w", path, err)
 	}
+	return &Block{name: name, path: path, f: f, size: size, ro: readOnly, serial: name}, nil
+}
+
+// CheckDisk checks what OpenDisk checks of the file itself, without keeping
+// it open or locking it: that it exists, is a regular file of a non-zero
+// multiple of 512 bytes, and opens with the access asked for. Its errors
+// are OpenDisk's.
+func CheckDisk(path string, readOnly bool) error {
+	f, _, err := openImage(path, readOnly)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// openImage opens a raw image file read-write or read-only and returns its
+// size.
+func openImage(path string, readOnly bool) (*os.File, uint64, error) {
+	flags := os.O_RDWR
+	if readOnly {
+		flags = os.O_RDONLY
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, 0, fmt.Errorf("disk image %s does not exist: create one (e.g. truncate -s 1G %s, or mkfs.ext4 it)", path, path)
+		}
+		return nil, 0, fmt.Errorf("disk image %s: %w", path, err)
+	}
+	if st.IsDir() {
+		return nil, 0, fmt.Errorf("disk image %s is a directory: give a raw image file", path)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("disk image %s is not a regular file: mvm takes raw image files", path)
+	}
 	size := uint64(st.Size())
 	if size == 0 || size%sectorSize != 0 {
-		f.Close()
-		return nil, fmt.Errorf("disk image %s is %d bytes, not a non-zero multiple of 512: resize it (truncate -s)", path, size)
+		return nil, 0, fmt.Errorf("disk image %s is %d bytes, not a non-zero multiple of 512: resize it (truncate -s)", path, size)
 	}
-	b := &Block{name: name, path: path, f: f, size: size, ro: readOnly, serial: name}
-	return b, nil
+	f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) && !readOnly {
+			return nil, 0, fmt.Errorf("disk image %s is not writable by this user: fix its permissions or attach it with ,ro", path)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, 0, fmt.Errorf("disk image %s is not readable by this user: fix its permissions", path)
+		}
+		return nil, 0, fmt.Errorf("open disk image %s: %w", path, err)
+	}
+	return f, size, nil
 }
 
 // Name implements Device.

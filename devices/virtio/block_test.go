@@ -147,6 +147,31 @@ func TestOpenDiskErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("OpenDisk(%s) = %v, want an error with %q", c.path, err, c.want)
 		}
+		// CheckDisk finds the same, read-only or not (mvm checks disks
+		// with it before it probes the host).
+		for _, ro := range []bool{false, true} {
+			if cerr := CheckDisk(c.path, ro); cerr == nil || !strings.Contains(cerr.Error(), c.want) || (!ro && cerr.Error() != err.Error()) {
+				t.Errorf("CheckDisk(%s, ro %v) = %v, want OpenDisk's error %v", c.path, ro, cerr, err)
+			}
+		}
+	}
+}
+
+// CheckDisk opens and closes: it takes no lock and leaves none, so the
+// check of an image another mvm uses passes, and the VM's own OpenDisk
+// after the check gets its exclusive lock.
+func TestCheckDiskTakesNoLock(t *testing.T) {
+	p := tempImage(t, 4096)
+	if err := CheckDisk(p, false); err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenDisk("a", p, false)
+	if err != nil {
+		t.Fatalf("OpenDisk after CheckDisk: %v", err)
+	}
+	defer a.Close()
+	if err := CheckDisk(p, true); err != nil {
+		t.Errorf("CheckDisk while another holds the image: %v", err)
 	}
 }
 
