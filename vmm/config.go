@@ -51,6 +51,26 @@ func ParseResetAction(s string) (ResetAction, error) {
 	return "", fmt.Errorf("unknown --on-reset action %q: use exit or reboot", s)
 }
 
+// Serial selects the console UART at UARTBase (--serial).
+type Serial string
+
+const (
+	// Serial8250 is a 16550-compatible UART (Linux: ttyS0), the default.
+	Serial8250 Serial = "8250"
+	// SerialPL011 is an Arm PL011 (Linux: ttyAMA0), the UART of QEMU's
+	// virt machine, for kernels built without the 8250 driver.
+	SerialPL011 Serial = "pl011"
+)
+
+// ParseSerial checks a --serial value.
+func ParseSerial(s string) (Serial, error) {
+	switch k := Serial(s); k {
+	case Serial8250, SerialPL011:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown UART %q: use 8250 (ttyS0, the default) or pl011 (ttyAMA0)", s)
+}
+
 // Limits of the configuration that do not depend on the host.
 const (
 	MinMemory = 16 << 20 // room for a payload, the DTB and the stack it needs
@@ -71,6 +91,9 @@ type Config struct {
 	// PMU gives every vCPU KVM's PMUv3 (--pmu); New fails where the host
 	// lacks KVM_CAP_ARM_PMU_V3.
 	PMU bool
+
+	// Serial is the console UART; empty means Serial8250.
+	Serial Serial
 
 	Console   io.Writer // guest serial output; nil discards it
 	ConsoleIn io.Reader // optional guest serial input
@@ -147,6 +170,11 @@ func (c *Config) Validate() error {
 	if c.MetricsAddr != "" {
 		if err := CheckListenAddr(c.MetricsAddr); err != nil {
 			return fmt.Errorf("--metrics-addr %w", err)
+		}
+	}
+	if c.Serial != "" {
+		if _, err := ParseSerial(string(c.Serial)); err != nil {
+			return fmt.Errorf("--serial: %w", err)
 		}
 	}
 	return c.validateVirtio()

@@ -28,17 +28,12 @@ type DeviceTree struct {
 	// GICDist is the GICv3 distributor frame (64 KiB); GICRedist is the
 	// redistributor region, 128 KiB (RD_base + SGI_base frames) per vCPU.
 	GICDist, GICRedist Region
-	// UART is the 16550-compatible console; a zero Size means none, and
-	// then /chosen has no stdout-path.
-	UART UARTNode
-	// VirtioMMIO are virtio-mmio transports, in the order their nodes
-	// appear in the tree.
-	VirtioMMIO []VirtioNode
-	// RTC is the PL031 real-time clock; a zero Size means none.
-	RTC RTCNode
-	// PMU adds the arm,armv8-pmuv3 node: every vCPU has KVM's PMUv3 with
-	// its overflow interrupt on INTID 23 (PPI 7).
-	PMU bool
+	// Devices are the nodes each device writes for itself (UARTNode.Node,
+	// PL011Node.Node, RTCNode.Node, PMUNode, VirtioNode.Node), in the
+	// order they appear in the tree, after the GIC and the timer. At most
+	// one is the Console, which /chosen's stdout-path names; with none
+	// there is no stdout-path.
+	Devices []DeviceNode
 	// BootArgs is the kernel command line (/chosen bootargs).
 	BootArgs string
 	// InitrdStart and InitrdEnd bound the initrd in guest-physical memory,
@@ -47,32 +42,42 @@ type DeviceTree struct {
 	InitrdStart, InitrdEnd uint64
 }
 
-// UARTNode is an ns16550a-compatible UART with byte-wide registers at
-// consecutive addresses (reg-shift 0, reg-io-width 1).
-type UARTNode struct {
-	Base, Size uint64
-	// SPI is the shared peripheral interrupt number, INTID - 32, as the
-	// GIC binding's second interrupt cell wants it. The line is level
-	// triggered.
-	SPI uint32
-	// ClockHz is the input clock that the driver divides down for the baud
-	// rate; 0 means UARTClockHz.
-	ClockHz uint32
+// DeviceNode is one device's part of the device tree, made by that
+// device's own node function and placed in DeviceTree.Devices by the
+// board (boardTree): what the device claims, which Build checks against
+// the rest of the platform, and how it writes its node. Adding a device
+// to the tree is a new node function and one line in the board; Build
+// does not change.
+type DeviceNode struct {
+	// What names the device in Build's errors ("UART", "RTC", ...).
+	What string
+	// Name is the node's name under the root, e.g. "uart@9000000".
+	Name string
+	// MMIO is the guest-physical range the device claims; the zero
+	// Region means none (the PMU has no registers of its own), a Base
+	// with a zero Size is an error.
+	MMIO Region
+	// SPIs are its shared peripheral interrupts, as INTID - 32.
+	SPIs []uint32
+	// Console makes /chosen's stdout-path name this node.
+	Console bool
+	// Clock, if set, is a fixed clock the node refers to: Build writes
+	// the clock's node before this one, once however many devices share
+	// it, and gives its phandle to Props.
+	Clock *FixedClock
+	// Check validates what only the device knows; nil checks nothing.
+	Check func() error
+	// Props writes the node's properties (Build opens and closes the
+	// node); clock is the phandle of Clock, 0 without one.
+	Props func(b *fdt.Builder, clock uint32)
 }
 
-// RTCNode is an Arm PL031 real-time clock, an AMBA PrimeCell: Linux's AMBA
-// bus reads its id registers only once it can enable the clock named
-// apb_pclk, so the tree also holds a fixed-clock node for it.
-type RTCNode struct {
-	Base, Size uint64
-	SPI        uint32 // INTID - 32; level triggered
-}
-
-// VirtioNode is a virtio-mmio transport ("virtio,mmio" binding). Its
-// interrupt is edge triggered: mvm signals it through an irqfd.
-type VirtioNode struct {
-	Base, Size uint64
-	SPI        uint32 // INTID - 32
+// FixedClock is a clock node of the fixed-clock binding
+// (bindings/clock/fixed-clock.yaml), named Node under the root.
+type FixedClock struct {
+	Node       string
+	Hz         uint32
+	OutputName string
 }
 
 // Constants of the tree, from the bindings the nodes follow.
@@ -81,10 +86,10 @@ const (
 	// target of the root's interrupt-parent (Devicetree spec v0.4 2.3.3,
 	// 2.4.1).
 	dtGICPhandle = 1
-	// dtAPBClockPhandle is the fixed clock the PL031 names as apb_pclk.
-	dtAPBClockPhandle = 2
-	// dtAPBClockHz is that clock's rate. The PL031 counts seconds from
-	// its own 1 Hz input; Linux only needs the bus clock to exist.
+	// dtAPBClockHz is the rate of the fixed clock the PrimeCells (PL031,
+	// PL011) name as apb_pclk, and the PL011's uartclk too, as on QEMU's
+	// virt machine. The PL031 counts seconds from its own 1 Hz input;
+	// the PL011 driver divides this clock for its baud rate.
 	dtAPBClockHz = 24_000_000
 	// dtPMUPPI is the PMU overflow interrupt as a PPI number (INTID - 16):
 	// the INTID mvm gives KVM_ARM_VCPU_PMU_V3_IRQ.
@@ -114,9 +119,9 @@ const (
 // nodes Linux's generic arm64 "virt" platform needs: the root
 // (compatible "linux,dummy-virt", 2 address and 2 size cells, interrupt
 // parent the GIC), /chosen, /memory, /cpus with one cpu node per vCPU
-// (enable-method "psci"), /psci, the GICv3, the architected timer, the PMU
-// (when asked), the UART, the PL031 RTC with its clock and the virtio-mmio
-// transports.
+// (enable-method "psci"), /psci, the GICv3 and the architected timer; then
+// the nodes the devices write for themselves (Devices), with the clocks
+// they refer to.
 func (d *DeviceTree) Build() ([]byte, error) {
 	if d == nil {
 		return nil, fmt.Errorf("device tree: no description (nil *DeviceTree)")
@@ -145,8 +150,10 @@ func (d *DeviceTree) Build() ([]byte, error) {
 	if d.BootArgs != "" {
 		b.PropString("bootargs", d.BootArgs)
 	}
-	if d.UART.Size != 0 {
-		b.PropString("stdout-path", dtUARTPath(d.UART))
+	for _, dev := range d.Devices {
+		if dev.Console {
+			b.PropString("stdout-path", "/"+dev.Name)
+		}
 	}
 	if d.InitrdStart != 0 || d.InitrdEnd != 0 {
 		b.PropU64("linux,initrd-start", d.InitrdStart)
@@ -216,60 +223,28 @@ func (d *DeviceTree) Build() ([]byte, error) {
 	b.PropEmpty("always-on")
 	b.EndNode()
 
-	// The UART (Devicetree spec v0.4 4.2.2, Linux bindings/serial/
-	// 8250.yaml). ns16550a needs no clocks node: clock-frequency is
-	// enough for Linux's of_serial driver.
-	if u := d.UART; u.Size != 0 {
-		clock := u.ClockHz
-		if clock == 0 {
-			clock = UARTClockHz
+	// Each device's own node, in the board's order. Clock phandles
+	// follow the GIC's, in the order the clocks are first asked for.
+	clocks := map[string]uint32{}
+	for _, dev := range d.Devices {
+		var clock uint32
+		if c := dev.Clock; c != nil {
+			ph, ok := clocks[c.Node]
+			if !ok {
+				ph = dtGICPhandle + 1 + uint32(len(clocks))
+				clocks[c.Node] = ph
+				b.BeginNode(c.Node)
+				b.PropString("compatible", "fixed-clock")
+				b.PropU32("#clock-cells", 0)
+				b.PropU32("clock-frequency", c.Hz)
+				b.PropString("clock-output-names", c.OutputName)
+				b.PropU32("phandle", ph)
+				b.EndNode()
+			}
+			clock = ph
 		}
-		b.BeginNode(strings.TrimPrefix(dtUARTPath(u), "/"))
-		b.PropString("compatible", "ns16550a")
-		b.PropU64s("reg", u.Base, u.Size)
-		b.PropCells("interrupts", dtIRQTypeSPI, u.SPI, dtIRQLevelHigh)
-		b.PropU32("clock-frequency", clock)
-		b.PropU32("reg-shift", 0)
-		b.PropU32("reg-io-width", 1)
-		b.EndNode()
-	}
-
-	// The PMU (bindings/arm/pmu.yaml): one PPI for all CPUs, level high.
-	if d.PMU {
-		b.BeginNode("pmu")
-		b.PropString("compatible", "arm,armv8-pmuv3")
-		b.PropCells("interrupts", dtIRQTypePPI, dtPMUPPI, dtIRQLevelHigh)
-		b.EndNode()
-	}
-
-	// The PL031 (bindings/rtc/arm,pl031.yaml, an arm,primecell device)
-	// and its APB clock (bindings/clock/fixed-clock.yaml). Without the
-	// clock Linux never reads the PrimeCell ids and the RTC never probes.
-	if r := d.RTC; r.Size != 0 {
-		b.BeginNode("apb-pclk")
-		b.PropString("compatible", "fixed-clock")
-		b.PropU32("#clock-cells", 0)
-		b.PropU32("clock-frequency", dtAPBClockHz)
-		b.PropString("clock-output-names", "clk24mhz")
-		b.PropU32("phandle", dtAPBClockPhandle)
-		b.EndNode()
-		b.BeginNode(fmt.Sprintf("rtc@%x", r.Base))
-		b.PropStrings("compatible", "arm,pl031", "arm,primecell")
-		b.PropU64s("reg", r.Base, r.Size)
-		b.PropCells("interrupts", dtIRQTypeSPI, r.SPI, dtIRQLevelHigh)
-		b.PropU32("clocks", dtAPBClockPhandle)
-		b.PropString("clock-names", "apb_pclk")
-		b.EndNode()
-	}
-
-	// virtio-mmio transports (bindings/virtio/mmio.yaml). dma-coherent
-	// (spec 2.3.10): guest RAM is ordinary cacheable memory to the VMM.
-	for _, v := range d.VirtioMMIO {
-		b.BeginNode(fmt.Sprintf("virtio_mmio@%x", v.Base))
-		b.PropString("compatible", "virtio,mmio")
-		b.PropU64s("reg", v.Base, v.Size)
-		b.PropCells("interrupts", dtIRQTypeSPI, v.SPI, dtIRQEdgeRising)
-		b.PropEmpty("dma-coherent")
+		b.BeginNode(dev.Name)
+		dev.Props(b, clock)
 		b.EndNode()
 	}
 
@@ -283,8 +258,6 @@ func (d *DeviceTree) Build() ([]byte, error) {
 	}
 	return blob, nil
 }
-
-func dtUARTPath(u UARTNode) string { return fmt.Sprintf("/uart@%x", u.Base) }
 
 // dtRange is a named address range, for overlap checks.
 type dtRange struct {
@@ -368,33 +341,40 @@ func (d *DeviceTree) validate() error {
 		spis[spi] = what
 		return nil
 	}
-	if d.UART.Size != 0 {
-		if err := addRange("UART", Region{d.UART.Base, d.UART.Size}); err != nil {
-			return err
+	consoles := 0
+	clocks := map[string]FixedClock{}
+	clockUser := map[string]string{}
+	for _, dev := range d.Devices {
+		if c := dev.Clock; c != nil {
+			if prev, ok := clocks[c.Node]; ok && prev != *c {
+				return fmt.Errorf("%s and %s describe the clock %s differently (%+v, %+v)", clockUser[c.Node], dev.What, c.Node, prev, *c)
+			}
+			clocks[c.Node], clockUser[c.Node] = *c, dev.What
 		}
-		if err := addSPI("UART", d.UART.SPI); err != nil {
-			return err
+		if dev.Props == nil || dev.Name == "" {
+			return fmt.Errorf("%s has no node to write", dev.What)
+		}
+		if dev.Check != nil {
+			if err := dev.Check(); err != nil {
+				return err
+			}
+		}
+		if dev.MMIO != (Region{}) {
+			if err := addRange(dev.What, dev.MMIO); err != nil {
+				return err
+			}
+		}
+		for _, spi := range dev.SPIs {
+			if err := addSPI(dev.What, spi); err != nil {
+				return err
+			}
+		}
+		if dev.Console {
+			consoles++
 		}
 	}
-	if d.RTC.Size != 0 {
-		if d.RTC.Size < dtPrimeCellSize {
-			return fmt.Errorf("RTC region is %#x bytes; a PrimeCell's id registers end at offset 0xfff, so it needs %#x", d.RTC.Size, dtPrimeCellSize)
-		}
-		if err := addRange("RTC", Region{d.RTC.Base, d.RTC.Size}); err != nil {
-			return err
-		}
-		if err := addSPI("RTC", d.RTC.SPI); err != nil {
-			return err
-		}
-	}
-	for i, v := range d.VirtioMMIO {
-		what := fmt.Sprintf("virtio-mmio device %d", i)
-		if err := addRange(what, Region{v.Base, v.Size}); err != nil {
-			return err
-		}
-		if err := addSPI(what, v.SPI); err != nil {
-			return err
-		}
+	if consoles > 1 {
+		return fmt.Errorf("%d devices are the console; /chosen's stdout-path names one", consoles)
 	}
 
 	sort.Slice(ranges, func(i, j int) bool { return ranges[i].base < ranges[j].base })

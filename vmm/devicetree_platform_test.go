@@ -12,7 +12,7 @@ import (
 // (bindings/rtc/arm,pl031.yaml, bindings/clock/fixed-clock.yaml).
 func TestDeviceTreeRTC(t *testing.T) {
 	d := testDeviceTree()
-	d.RTC = RTCNode{Base: 0x0902_0000, Size: 0x1000, SPI: 2}
+	d.Devices = append(d.Devices, RTCNode{Base: 0x0902_0000, Size: 0x1000, SPI: 2}.Node())
 	got := buildDecompiled(t, d)
 	rtc, ok := got["/rtc@9020000"]
 	if !ok {
@@ -52,8 +52,7 @@ func TestDeviceTreeRTC(t *testing.T) {
 	}
 
 	// Without an RTC there is neither node.
-	d.RTC = RTCNode{}
-	got = buildDecompiled(t, d)
+	got = buildDecompiled(t, testDeviceTree())
 	for path := range got {
 		if strings.HasPrefix(path, "/rtc") || strings.HasPrefix(path, "/apb-pclk") {
 			t.Errorf("node %s without an RTC", path)
@@ -75,7 +74,7 @@ func TestDeviceTreeRTCValidation(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := testDeviceTree()
-			d.RTC = tc.rtc
+			d.Devices = append(d.Devices, tc.rtc.Node())
 			if _, err := d.Build(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Build error %v, want one containing %q", err, tc.want)
 			}
@@ -109,7 +108,7 @@ func keys(m map[string]map[string][]byte) []string {
 // The PMU node (bindings/arm/pmu.yaml) with --pmu, and none without.
 func TestDeviceTreePMU(t *testing.T) {
 	d := testDeviceTree()
-	d.PMU = true
+	d.Devices = append(d.Devices, PMUNode())
 	got := buildDecompiled(t, d)
 	pmu, ok := got["/pmu"]
 	if !ok {
@@ -125,9 +124,75 @@ func TestDeviceTreePMU(t *testing.T) {
 	if PMUIntID != 16+7 {
 		t.Errorf("PMUIntID %d is not PPI 7", PMUIntID)
 	}
-	d.PMU = false
-	got = buildDecompiled(t, d)
+	got = buildDecompiled(t, testDeviceTree())
 	if _, ok := got["/pmu"]; ok {
 		t.Errorf("a /pmu node without --pmu")
+	}
+}
+
+// The PL011 as the console (bindings/serial/pl011.yaml): an arm,primecell
+// with uartclk and apb_pclk, which must both resolve to a fixed clock, the
+// same one the PL031 uses (written once); stdout-path names it.
+func TestDeviceTreePL011(t *testing.T) {
+	d := testDeviceTree()
+	d.Devices[0] = PL011Node{Base: 0x0900_0000, Size: 0x1000, SPI: 1}.Node()
+	d.Devices = append(d.Devices, RTCNode{Base: 0x0902_0000, Size: 0x1000, SPI: 2}.Node())
+	got := buildDecompiled(t, d)
+	uart, ok := got["/serial@9000000"]
+	if !ok {
+		t.Fatalf("no /serial@9000000 node; nodes: %v", keys(got))
+	}
+	want := map[string][]byte{
+		"compatible":  strsOf("arm,pl011", "arm,primecell"),
+		"reg":         u64sOf(0x0900_0000, 0x1000),
+		"interrupts":  cellsOf(0, 1, 4), // SPI 1 = INTID 33, level high
+		"clock-names": strsOf("uartclk", "apb_pclk"),
+	}
+	for name, v := range want {
+		if !bytes.Equal(uart[name], v) {
+			t.Errorf("serial %s = % x, want % x", name, uart[name], v)
+		}
+	}
+	if len(uart) != len(want)+1 {
+		t.Errorf("serial node has properties %v, want those of %v and clocks", uart, want)
+	}
+	clocks := uart["clocks"]
+	if len(clocks) != 8 || !bytes.Equal(clocks[:4], clocks[4:]) {
+		t.Fatalf("serial clocks % x, want two cells naming one clock", clocks)
+	}
+	var targets []string
+	for path, props := range got {
+		if p, ok := props["phandle"]; ok && bytes.Equal(p, clocks[:4]) {
+			targets = append(targets, path)
+		}
+	}
+	if len(targets) != 1 || !bytes.Equal(got[targets[0]]["compatible"], strsOf("fixed-clock")) {
+		t.Fatalf("serial clocks resolve to %v, want one fixed-clock", targets)
+	}
+	if rtc := got["/rtc@9020000"]["clocks"]; !bytes.Equal(rtc, clocks[:4]) {
+		t.Errorf("rtc clocks % x, serial's % x: the PrimeCells should share the APB clock", rtc, clocks[:4])
+	}
+	n := 0
+	for path := range got {
+		if strings.HasPrefix(path, "/apb-pclk") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d apb-pclk nodes, want 1", n)
+	}
+	stdout := strings.TrimSuffix(string(got["/chosen"]["stdout-path"]), "\x00")
+	if !bytes.Equal(got[stdout]["compatible"], strsOf("arm,pl011", "arm,primecell")) {
+		t.Errorf("stdout-path %q does not lead to the PL011", stdout)
+	}
+	for path := range got {
+		if strings.HasPrefix(path, "/uart") {
+			t.Errorf("an 8250 node %s beside the PL011", path)
+		}
+	}
+
+	d.Devices[0] = PL011Node{Base: 0x0900_0000, Size: 0x800, SPI: 1}.Node()
+	if _, err := d.Build(); err == nil || !strings.Contains(err.Error(), "PL011 region is 0x800 bytes") {
+		t.Errorf("Build with a PL011 too small for its ids: %v", err)
 	}
 }

@@ -16,18 +16,24 @@ import (
 // initrd.
 func testDeviceTree() DeviceTree {
 	return DeviceTree{
-		RAM:         []Region{{0x4000_0000, 2 << 30}, {0x1_0000_0000, 1 << 30}},
-		CPUs:        []uint64{0x0, 0x1, 0x1_0100, 0x2_0000_0003},
-		PSCIMethod:  "hvc",
-		GICDist:     Region{0x0800_0000, 0x1_0000},
-		GICRedist:   Region{0x1000_0000, 4 * 0x2_0000},
-		UART:        UARTNode{Base: 0x0900_0000, Size: 0x1000, SPI: 1},
-		VirtioMMIO:  []VirtioNode{{Base: 0xd000_0000, Size: 0x1000, SPI: 5}, {Base: 0xd000_1000, Size: 0x1000, SPI: 6}},
+		RAM:        []Region{{0x4000_0000, 2 << 30}, {0x1_0000_0000, 1 << 30}},
+		CPUs:       []uint64{0x0, 0x1, 0x1_0100, 0x2_0000_0003},
+		PSCIMethod: "hvc",
+		GICDist:    Region{0x0800_0000, 0x1_0000},
+		GICRedist:  Region{0x1000_0000, 4 * 0x2_0000},
+		Devices: []DeviceNode{
+			testUART().Node(),
+			VirtioNode{Base: 0xd000_0000, Size: 0x1000, SPI: 5}.Node(0),
+			VirtioNode{Base: 0xd000_1000, Size: 0x1000, SPI: 6}.Node(1),
+		},
 		BootArgs:    "console=ttyS0 earlycon quiet",
 		InitrdStart: 0x4800_0000,
 		InitrdEnd:   0x4812_3457,
 	}
 }
+
+// testUART is testDeviceTree's UART, Devices[0].
+func testUART() UARTNode { return UARTNode{Base: 0x0900_0000, Size: 0x1000, SPI: 1} }
 
 // Value encoders for the expectations.
 func cellsOf(v ...uint32) []byte {
@@ -243,13 +249,11 @@ func TestDeviceTree512CPUs(t *testing.T) {
 
 func TestDeviceTreeOptionalParts(t *testing.T) {
 	d := testDeviceTree()
-	d.UART = UARTNode{}
-	d.VirtioMMIO = nil
+	d.Devices = nil
 	d.InitrdStart, d.InitrdEnd = 0, 0
 	d.BootArgs = ""
 	d.PSCIMethod = ""
 	d.RAM = d.RAM[:1]
-	d.UART.ClockHz = 0
 	blob, err := d.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +276,9 @@ func TestDeviceTreeOptionalParts(t *testing.T) {
 	}
 
 	d = testDeviceTree()
-	d.UART.ClockHz = 24_000_000
+	u := testUART()
+	u.ClockHz = 24_000_000
+	d.Devices[0] = u.Node()
 	d.PSCIMethod = "smc"
 	blob, err = d.Build()
 	if err != nil {
@@ -313,16 +319,27 @@ func TestDeviceTreeValidation(t *testing.T) {
 		{"gic align", func(d *DeviceTree) { d.GICRedist.Base += 0x1000 }, "64 KiB aligned"},
 		{"redist small", func(d *DeviceTree) { d.GICRedist.Size = 3 * 0x2_0000 }, "4 vCPUs need 0x80000"},
 		{"gic in RAM", func(d *DeviceTree) { d.GICRedist.Base = 0x4000_0000 }, "overlaps"},
-		{"uart over gic", func(d *DeviceTree) { d.UART.Base = 0x0800_8000 }, "overlaps GIC distributor"},
-		{"virtio overlap", func(d *DeviceTree) { d.VirtioMMIO[1].Base = 0xd000_0800 }, "overlaps virtio-mmio device 0"},
-		{"virtio zero", func(d *DeviceTree) { d.VirtioMMIO[0].Size = 0 }, "virtio-mmio device 0 has zero size"},
-		{"SPI range", func(d *DeviceTree) { d.UART.SPI = 988 }, "out of range"},
-		{"SPI shared", func(d *DeviceTree) { d.VirtioMMIO[1].SPI = 1 }, "UART and virtio-mmio device 1 share SPI 1"},
+		{"uart over gic", func(d *DeviceTree) { d.Devices[0] = UARTNode{Base: 0x0800_8000, Size: 0x1000, SPI: 1}.Node() }, "overlaps GIC distributor"},
+		{"virtio overlap", func(d *DeviceTree) { d.Devices[2] = VirtioNode{Base: 0xd000_0800, Size: 0x1000, SPI: 6}.Node(1) }, "overlaps virtio-mmio device 0"},
+		{"virtio zero", func(d *DeviceTree) { d.Devices[1] = VirtioNode{Base: 0xd000_0000, SPI: 5}.Node(0) }, "virtio-mmio device 0 has zero size"},
+		{"SPI range", func(d *DeviceTree) { d.Devices[0] = UARTNode{Base: 0x0900_0000, Size: 0x1000, SPI: 988}.Node() }, "out of range"},
+		{"SPI shared", func(d *DeviceTree) { d.Devices[2] = VirtioNode{Base: 0xd000_1000, Size: 0x1000, SPI: 1}.Node(1) }, "UART and virtio-mmio device 1 share SPI 1"},
 		{"initrd reversed", func(d *DeviceTree) { d.InitrdStart, d.InitrdEnd = d.InitrdEnd, d.InitrdStart }, "not above its start"},
 		{"initrd empty", func(d *DeviceTree) { d.InitrdEnd = d.InitrdStart }, "not above its start"},
 		{"initrd end only", func(d *DeviceTree) { d.InitrdStart = 0 }, "inside one RAM region"},
 		{"initrd outside", func(d *DeviceTree) { d.InitrdStart, d.InitrdEnd = 0x3000_0000, 0x3001_0000 }, "inside one RAM region"},
 		{"initrd straddles", func(d *DeviceTree) { d.InitrdStart, d.InitrdEnd = 0xbfff_0000, 0x1_0001_0000 }, "inside one RAM region"},
+		{"two consoles", func(d *DeviceTree) {
+			d.Devices = append(d.Devices, PL011Node{Base: 0x0903_0000, Size: 0x1000, SPI: 9}.Node())
+		}, "2 devices are the console"},
+		{"clock disagrees", func(d *DeviceTree) {
+			r := RTCNode{Base: 0x0902_0000, Size: 0x1000, SPI: 2}.Node()
+			p := PL011Node{Base: 0x0903_0000, Size: 0x1000, SPI: 9}.Node()
+			p.Console = false
+			p.Clock = &FixedClock{Node: r.Clock.Node, Hz: 1_000_000, OutputName: "other"}
+			d.Devices = append(d.Devices, r, p)
+		}, "RTC and UART describe the clock apb-pclk differently"},
+		{"node without props", func(d *DeviceTree) { d.Devices = append(d.Devices, DeviceNode{What: "widget", Name: "widget"}) }, "widget has no node"},
 		{"bootargs NUL", func(d *DeviceTree) { d.BootArgs = "a\x00b" }, "NUL"},
 		{"bootargs long", func(d *DeviceTree) { d.BootArgs = strings.Repeat("x", 2048) }, "COMMAND_LINE_SIZE"},
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	hkvm "github.com/c35s/hype/kvm"
+
+	"github.com/mvm-dev/mvm/internal/fdt"
 )
 
 // errNoPMU is the one line --pmu gets on a host without a guest PMU.
@@ -18,4 +20,18 @@ func checkPMU(extension func(capability int) int) error {
 		return errNoPMU
 	}
 	return nil
+}
+
+// PMUNode is the PMU's device-tree node (bindings/arm/pmu.yaml): every
+// vCPU has KVM's PMUv3 with its overflow interrupt on one PPI, INTID 23,
+// level high. It has no registers in the memory map.
+func PMUNode() DeviceNode {
+	return DeviceNode{
+		What: "PMU",
+		Name: "pmu",
+		Props: func(b *fdt.Builder, _ uint32) {
+			b.PropString("compatible", "arm,armv8-pmuv3")
+			b.PropCells("interrupts", dtIRQTypePPI, dtPMUPPI, dtIRQLevelHigh)
+		},
+	}
 }

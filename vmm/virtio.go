@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/mvm-dev/mvm/internal/fdt"
 )
 
 // The virtio-mmio window (docs/devices.md): devices sit 4 KiB apart from
@@ -104,4 +106,29 @@ func (c *Config) validateVirtio() error {
 		seen[n.Tap] = true
 	}
 	return nil
+}
+
+// VirtioNode is a virtio-mmio transport ("virtio,mmio" binding). Its
+// interrupt is edge triggered: mvm signals it through an irqfd.
+type VirtioNode struct {
+	Base, Size uint64
+	SPI        uint32 // INTID - 32
+}
+
+// Node is the device-tree node of the i'th transport (bindings/virtio/
+// mmio.yaml). dma-coherent (Devicetree spec v0.4 2.3.10): guest RAM is
+// ordinary cacheable memory to the VMM.
+func (v VirtioNode) Node(i int) DeviceNode {
+	return DeviceNode{
+		What: fmt.Sprintf("virtio-mmio device %d", i),
+		Name: fmt.Sprintf("virtio_mmio@%x", v.Base),
+		MMIO: Region{v.Base, v.Size},
+		SPIs: []uint32{v.SPI},
+		Props: func(b *fdt.Builder, _ uint32) {
+			b.PropString("compatible", "virtio,mmio")
+			b.PropU64s("reg", v.Base, v.Size)
+			b.PropCells("interrupts", dtIRQTypeSPI, v.SPI, dtIRQEdgeRising)
+			b.PropEmpty("dma-coherent")
+		},
+	}
 }

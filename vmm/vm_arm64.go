@@ -44,7 +44,7 @@ type VM struct {
 	guestSyms *symbols.Table
 
 	bus     devices.Bus
-	uart    *devices.UART
+	uart    devices.ConsoleUART // the 16550 or, with --serial pl011, the PL011
 	marker  *devices.Marker
 	rtc     *devices.PL031
 	watcher *consoleWatcher
@@ -381,11 +381,17 @@ func (m *VM) createDevices() error {
 		console = io.Discard
 	}
 	m.watcher = newConsoleWatcher(console, append(DefaultConsoleMarkers(), m.cfg.Markers...))
-	m.uart = devices.NewUART(m.watcher, func(level bool) {
+	// Either UART's line is level-triggered: KVM_IRQ_LINE follows it.
+	uartIRQ := func(level bool) {
 		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+UARTSPI, level); err != nil {
 			m.log.Warn("raise UART interrupt", "err", err)
 		}
-	})
+	}
+	if m.cfg.Serial == SerialPL011 {
+		m.uart = devices.NewPL011(m.watcher, uartIRQ)
+	} else {
+		m.uart = devices.NewUART(m.watcher, uartIRQ)
+	}
 	m.marker = devices.NewMarker(func(code byte, at time.Time) {
 		if code != devices.MarkUserspace && code != devices.MarkFirecrackerEnd {
 			return
@@ -413,24 +419,15 @@ func (m *VM) createDevices() error {
 }
 
 func (m *VM) deviceTree() ([]byte, error) {
-	dt := DeviceTree{
-		RAM:        RAMRegions(m.cfg.Memory),
-		PSCIMethod: "hvc",
-		GICDist:    Region{GICDistBase, GICDistSize},
-		GICRedist:  Region{GICRedistBase, GICRedistSize * uint64(len(m.cpus))},
-		UART:       UARTNode{Base: UARTBase, Size: UARTSize, SPI: UARTSPI, ClockHz: UARTClockHz},
-		RTC:        RTCNode{Base: RTCBase, Size: RTCSize, SPI: RTCSPI},
-		PMU:        m.cfg.PMU,
-		BootArgs:   m.cfg.Cmdline,
-		VirtioMMIO: m.virtioNodes(),
-	}
+	mpidrs := make([]uint64, 0, len(m.cpus))
 	for _, t := range m.cpus {
-		dt.CPUs = append(dt.CPUs, t.v.MPIDR())
+		mpidrs = append(mpidrs, t.v.MPIDR())
 	}
+	var initrd Region
 	if m.initrd.size() > 0 {
-		dt.InitrdStart = m.place.Initrd.Base
-		dt.InitrdEnd = m.place.Initrd.End()
+		initrd = m.place.Initrd
 	}
+	dt := boardTree(&m.cfg, mpidrs, initrd, m.virtioNodes())
 	return dt.Build()
 }
 
@@ -664,6 +661,9 @@ func (m *VM) reboot() error {
 	}
 	m.marker.Reset()
 	m.rtc.Reset()
+	if r, ok := m.uart.(interface{ Reset() }); ok {
+		r.Reset() // the PL011; the 16550 keeps its state across a reboot, as before
+	}
 	m.watcher.reset()
 	m.resetVirtio()
 	m.mu.Lock()

@@ -205,7 +205,7 @@ func TestRunHelp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("mvm run --help: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, s := range []string{"--kernel", "--cpus", "--memory", "--initrd", "--console", "--psci", "--on-reset", "--pmu", "KVM_CAP_ARM_PMU_V3", "PL031", "Example"} {
+	for _, s := range []string{"--kernel", "--cpus", "--memory", "--initrd", "--console", "--psci", "--on-reset", "--pmu", "KVM_CAP_ARM_PMU_V3", "PL031", "--serial", "PL011", "ttyAMA0", "Example"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("mvm run --help does not mention %q", s)
 		}
@@ -386,6 +386,7 @@ func TestRunBadInput(t *testing.T) {
 			"--result-json", "r.json", "--report", "r.html", "--profile", "--profile-out", "p.txt"}, 2, []string{"--disk", in["missing"]}},
 		{"outputs and a bad --metrics-addr", []string{"run", "--kernel", k, "--metrics-addr", "notanaddr", "--console", "file:c.log",
 			"--result-json", "r.json", "--report", "r.html"}, 2, []string{"--metrics-addr"}},
+		{"--serial bogus", []string{"run", "--kernel", k, "--serial", "16550"}, 2, []string{"--serial", "16550", "pl011"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

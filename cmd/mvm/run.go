@@ -23,7 +23,16 @@ import (
 
 // defaultCmdline suits the platform mvm emulates: the 8250 UART is the
 // console, with earlycon at its address for messages before the driver.
-func defaultCmdline() string {
+func defaultCmdline() string { return defaultCmdlineFor(vmm.Serial8250) }
+
+// defaultCmdlineFor is the default command line for the console UART
+// kind: Linux names the 16550 ttyS0 and the PL011 ttyAMA0; earlycon's
+// uart8250,mmio does byte accesses, pl011,mmio32 32-bit ones
+// (Documentation/admin-guide/kernel-parameters.txt, earlycon=).
+func defaultCmdlineFor(k vmm.Serial) string {
+	if k == vmm.SerialPL011 {
+		return fmt.Sprintf("console=ttyAMA0 earlycon=pl011,mmio32,0x%08x", vmm.UARTBase)
+	}
 	return fmt.Sprintf("console=ttyS0 earlycon=uart8250,mmio,0x%08x", vmm.UARTBase)
 }
 
@@ -34,6 +43,7 @@ type runFlags struct {
 	memory           string
 	psci             string
 	console          string
+	serial           string
 	onReset          string
 	logLevel         string
 	markers          []string
@@ -58,12 +68,13 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.kernel, "kernel", "", "arm64 Linux Image, Image.gz (or zstd'd), EFI zboot vmlinuz with a gzip or zstd payload, kernel build tree (its arch/arm64/boot/Image), or a flat binary loaded at the start of RAM (required)")
 	fl.StringVar(&f.initrd, "initrd", "", "initramfs or initrd to load for the kernel")
-	fl.StringVar(&f.cmdline, "cmdline", defaultCmdline(), "kernel command line (/chosen/bootargs)")
+	fl.StringVar(&f.cmdline, "cmdline", defaultCmdline(), fmt.Sprintf("kernel command line (/chosen/bootargs); with --serial pl011 the default is %q", defaultCmdlineFor(vmm.SerialPL011)))
 	fl.StringVar(&f.append_, "append", "", "text to add to the end of the kernel command line")
 	fl.IntVar(&f.cpus, "cpus", 1, "number of vCPUs")
 	fl.StringVar(&f.memory, "memory", "512M", "guest RAM, e.g. 512M or 2G")
 	fl.StringVar(&f.psci, "psci", "auto", "who answers PSCI: user (mvm, needs Linux 6.4+), kernel (KVM), auto (user when possible)")
 	fl.StringVar(&f.console, "console", "stdio", "guest serial console: stdio, none, or file:PATH")
+	fl.StringVar(&f.serial, "serial", "8250", "the console UART at 0x09000000: 8250 (a 16550, Linux's ttyS0) or pl011 (an Arm PL011, ttyAMA0, for kernels with only AMBA_PL011)")
 	fl.StringVar(&f.onReset, "on-reset", "exit", "on guest reset: exit (status 0) or reboot")
 	fl.BoolVar(&f.pmu, "pmu", false, "give the guest a PMUv3 (perf stat, cycle counter) emulated by KVM; needs KVM_CAP_ARM_PMU_V3 on the host (see mvm caps)")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "mvm's own log level on stderr: debug, info, warn, error")
@@ -99,13 +110,23 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 	if err != nil {
 		return vmm.Config{}, usageError{err}
 	}
+	serial, err := vmm.ParseSerial(f.serial)
+	if err != nil {
+		return vmm.Config{}, usageError{fmt.Errorf("--serial: %w", err)}
+	}
+	// The default command line follows the UART. mvm bench passes the
+	// default explicitly, so it is recognised by value, not by the flag
+	// being unset; it names ttyS0, which a PL011 guest does not have.
 	cmdline := f.cmdline
+	if serial != vmm.Serial8250 && cmdline == defaultCmdline() {
+		cmdline = defaultCmdlineFor(serial)
+	}
 	if f.append_ != "" {
 		cmdline = strings.TrimSpace(cmdline + " " + f.append_)
 	}
 	cfg := vmm.Config{
 		Kernel: f.kernel, Initrd: f.initrd, Cmdline: cmdline,
-		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset, PMU: f.pmu,
+		CPUs: f.cpus, Memory: mem, PSCI: psci, OnReset: onReset, PMU: f.pmu, Serial: serial,
 		Start: start, Profile: f.profile, MetricsAddr: f.metricsAddr, ProfileSources: f.profileSources,
 		Seccomp:      f.seccomp,
 		ProfilePlain: f.profilePlain, GuestSymbols: f.guestSymbols, ProfileVia: f.profileVia,
@@ -168,7 +189,8 @@ payload; mvm unpacks it, at most --memory and 1 GiB), a kernel build tree
 
 The guest gets --cpus vCPUs (one thread each), --memory of RAM at 1 GiB
 guest-physical, an in-kernel GICv3, the architected timer, a 16550 UART at
-%#08x (console=ttyS0), a PL031 real-time clock at %#08x that reads
+%#08x (console=ttyS0; --serial pl011: an Arm PL011 there instead,
+console=ttyAMA0), a PL031 real-time clock at %#08x that reads
 the host's wall clock (so the guest's date is right at boot) and a device
 tree describing exactly that, passed in X0. PSCI (CPU_ON, CPU_OFF,
 SYSTEM_OFF, ...) is answered by mvm itself when the host kernel allows it
@@ -206,6 +228,9 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vm
   # Root on an ext4 disk, a second disk read-only, networking on tap0:
   mvm run --kernel vmlinuz --initrd initrd.gz --disk root.ext4 \
       --disk data.img,ro --net tap=tap0 --append "root=/dev/vda rw"
+
+  # A kernel built with only the PL011 driver (kunit's arm64 config):
+  mvm run --kernel Image --serial pl011
 
   # With a guest PMU, to run perf stat inside the guest:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --pmu
