@@ -16,7 +16,7 @@ import (
 
 // kernelFormats is what --kernel accepts, for the error that meets a file
 // that is none of them.
-const kernelFormats = "an arm64 Image, a gzip'd Image (Image.gz), an EFI zboot vmlinuz with a gzip or zstd payload, a kernel build tree, or a flat binary"
+const kernelFormats = "an arm64 Image, a gzip'd or zstd'd Image (Image.gz, Image.zst), an EFI zboot vmlinuz with a gzip or zstd payload, a kernel build tree, or a flat binary"
 
 // Kernel formats (Kernel.Format).
 const (
@@ -194,7 +194,7 @@ func unpackKernel(path, what, comp string, r io.Reader, limit uint64) ([]byte, I
 			err = io.ErrNoProgress // a decoder that never returns data
 		}
 		if err == io.EOF && n < len(hdr) {
-			return nil, ImageHeader{}, fmt.Errorf("kernel %s: %s decompresses to %d bytes, too short for an arm64 Image; --kernel takes %s", path, what, n, kernelFormats)
+			return nil, ImageHeader{}, fmt.Errorf("kernel %s: %s decompresses to just %d of the 64 header bytes an arm64 Image starts with; --kernel takes %s", path, what, n, kernelFormats)
 		}
 		if err != nil && err != io.EOF {
 			return nil, ImageHeader{}, fmt.Errorf("kernel %s: %s: %w", path, what, streamError(err))

@@ -125,7 +125,7 @@ func TestParseKernelCompressedErrors(t *testing.T) {
 			return b
 		}(), []string{"points into the header"}},
 		{"zboot without a compression name", badName, []string{"compression type"}},
-		{"zboot of a gzip'd payload", zbootImage(gzipped(t, arm64Code()), "gzip", 0), []string{"too short"}},
+		{"zboot of a gzip'd payload", zbootImage(gzipped(t, arm64Code()), "gzip", 0), []string{"header bytes"}},
 		{"xz", append([]byte("\xfd7zXZ\x00"), make([]byte, 100)...), []string{"xz-compressed", "gzip and zstd"}},
 		{"bzip2", append([]byte("BZh9"), make([]byte, 100)...), []string{"bzip2-compressed"}},
 		{"lz4 (legacy frame)", append([]byte("\x02\x21\x4c\x18"), make([]byte, 100)...), []string{"lz4-compressed"}},
