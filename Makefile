@@ -44,11 +44,14 @@ ROOTFS    := $(OUT)/lab/root.ext4
 # The lab kernel's symbol files (lab/fetch-symbols.sh, from its -dbg package):
 # the --guest-symbols tests read a vmlinux ELF and a System.map.
 SYMBOL_FILES := $(CACHE)/vmlinux.sym $(CACHE)/System.map
+# The lab kernel gzip'd, as `make Image.gz` builds one, for the --kernel
+# format tests (TestKernelFormats, which also wraps it as an EFI zboot image).
+KERNEL_GZ := $(OUT)/lab/vmlinuz.gz
 LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/mvm-testhooks $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox $(ROOTFS) \
-	$(SYMBOL_FILES)
+	$(SYMBOL_FILES) $(KERNEL_GZ)
 LAB_ADD   := $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
 	$(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f)))
-LAB_ENV   := MVM_BIN=/lab/mvm MVM_TESTHOOKS_BIN=/lab/mvm-testhooks MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox \
+LAB_ENV   := MVM_BIN=/lab/mvm MVM_TESTHOOKS_BIN=/lab/mvm-testhooks MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_LINUX_GZ=/lab/vmlinuz.gz MVM_BUSYBOX=/lab/busybox \
 	MVM_MODULES=/lab/modules MVM_ROOTFS=/lab/root.ext4 MVM_LINUX_VMLINUX=/lab/vmlinux.sym MVM_LINUX_SYSTEM_MAP=/lab/System.map
 # QEMU for arm64 (qemu-system-aarch64 with its libraries, 70 MB, lab/fetch-qemu.sh),
 # the VMM that mvm profile's tests profile. It goes into the lab only when the
@@ -107,6 +110,9 @@ $(SYMBOL_FILES): | $(CACHE)/vmlinuz lab-deps
 $(QEMU_CPIO): | lab-deps
 	bash lab/fetch-qemu.sh $(CACHE)
 
+$(KERNEL_GZ): $(CACHE)/vmlinuz
+	mkdir -p $(@D) && gzip -9 -n -c $< > $@.tmp && mv $@.tmp $@
+
 $(ROOTFS): guest/rootfs/sbin/init $(CACHE)/busybox | lab-deps
 	rm -rf $(OUT)/lab/rootfs && mkdir -p $(OUT)/lab/rootfs/bin $(OUT)/lab/rootfs/dev \
 	  $(OUT)/lab/rootfs/proc $(OUT)/lab/rootfs/sys $(OUT)/lab/rootfs/tmp
@@ -131,7 +137,7 @@ ifeq ($(NATIVE),yes)
 lab-test: $(LAB_FILES) $(MODULE_FILES)
 	rm -rf $(LAB_OUT) && mkdir -p $(LAB_OUT)
 	MVM_LAB_OUT=$(abspath $(LAB_OUT)) MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
-	MVM_TESTHOOKS_BIN=$(abspath $(OUT)/arm64/mvm-testhooks) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
+	MVM_TESTHOOKS_BIN=$(abspath $(OUT)/arm64/mvm-testhooks) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_LINUX_GZ=$(abspath $(KERNEL_GZ)) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) \
 	MVM_LINUX_VMLINUX=$(abspath $(CACHE)/vmlinux.sym) MVM_LINUX_SYSTEM_MAP=$(abspath $(CACHE)/System.map) \
 	$(LAB_ENV_EXTRA) $(OUT)/arm64/integration.test -test.v -test.run '$(value LAB_RUN)' -test.timeout $(LAB_TIMEOUT)

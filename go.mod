@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/c35s/hype v0.0.0-20240219193225-9c233c6170bc
 	github.com/cilium/ebpf v0.22.0
+	github.com/klauspost/compress v1.20.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

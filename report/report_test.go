@@ -326,6 +326,11 @@ func TestRunReportStructure(t *testing.T) {
 			if !strings.Contains(page, s.Config.Cmdline) {
 				t.Errorf("the command line %q is not shown as text", s.Config.Cmdline)
 			}
+			for _, f := range []string{"kernel format" + s.Config.KernelFormat, "kernel build tree" + s.Config.KernelTree} {
+				if !strings.Contains(page, f) {
+					t.Errorf("the configuration does not show %q", f)
+				}
+			}
 			if len(find(doc, func(e *html.Node) bool { return e.Data == "b" })) != 0 {
 				t.Error("markup from the command line reached the page")
 			}

@@ -173,6 +173,12 @@ func newRunView(s *vmm.Summary, source string) runView {
 	v.Subtitle = fmt.Sprintf("%s on %d vCPU%s, PSCI %s, exit %s", kernel, s.CPUs, plural(s.CPUs), orDash(string(s.PSCI)), orDash(string(s.Exit)))
 	if c := s.Config; c != nil {
 		v.Config = []fact{{"kernel", c.Kernel}}
+		if c.KernelFormat != "" {
+			v.Config = append(v.Config, fact{"kernel format", c.KernelFormat})
+		}
+		if c.KernelTree != "" {
+			v.Config = append(v.Config, fact{"kernel build tree", c.KernelTree})
+		}
 		if c.Initrd != "" {
 			v.Config = append(v.Config, fact{"initrd", c.Initrd})
 		}

@@ -24,7 +24,7 @@ func synthRun(t testing.TB, n int, seed uint64) *vmm.Summary {
 		PhasesNS:  map[string]int64{vmm.PhaseVMMSetup: first},
 		ConsoleNS: map[string]int64{},
 		Memory:    vmm.MemorySummary{RSS: 40 << 20, GuestResident: 8 << 20, Overhead: 32 << 20, PrivateOverhead: 20 << 20},
-		Config:    &vmm.RunConfig{Kernel: "/lab/smp.bin", Cmdline: "console=ttyS0 <b>&amp;", CPUs: n, Memory: 512 << 20, PSCI: vmm.PSCIUser, Profile: true},
+		Config:    &vmm.RunConfig{Kernel: "/src/linux", KernelFormat: vmm.FormatImageGzip, KernelTree: "/src/linux", Cmdline: "console=ttyS0 <b>&amp;", CPUs: n, Memory: 512 << 20, PSCI: vmm.PSCIUser, Profile: true},
 		Host:      &vmm.Host{OS: "linux", Arch: "arm64", Kernel: "6.12.0", CPUs: 2, Hostname: "lab"},
 	}
 	at := first + ms(3)

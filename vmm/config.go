@@ -81,7 +81,7 @@ const (
 
 // Config describes one VM. The CLI fills it from flags.
 type Config struct {
-	Kernel  string // arm64 Image or flat binary
+	Kernel  string // kernel file (OpenKernel's formats), build tree or flat binary
 	Initrd  string // optional
 	Cmdline string
 	CPUs    int
@@ -144,7 +144,7 @@ type Config struct {
 // Validate checks what can be checked without touching files or KVM.
 func (c *Config) Validate() error {
 	if c.Kernel == "" {
-		return errors.New("no kernel given: pass --kernel PATH (an arm64 Image or a flat binary)")
+		return errors.New("no kernel given: pass --kernel PATH (an arm64 Image, Image.gz, EFI zboot vmlinuz, kernel build tree or flat binary)")
 	}
 	if c.CPUs < 1 {
 		return fmt.Errorf("--cpus %d: a VM needs at least 1 vCPU", c.CPUs)

@@ -1,12 +1,14 @@
 package vmm
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"time"
 )
 
 // BootFile is a kernel or initrd on the host. Only its start is read into
@@ -14,7 +16,8 @@ import (
 // into guest RAM, so a 30 MiB kernel never passes through mvm's heap.
 type BootFile struct {
 	Path string
-	// Data is the start of the file (at most headLen bytes).
+	// Data is the start of the file (at most headLen bytes), or with
+	// Size 0 the whole of it, in memory.
 	Data []byte
 	// Size is the file's size (len(Data) when zero).
 	Size uint64
@@ -79,39 +82,124 @@ func readBootFile(what, path string) (BootFile, error) {
 	return BootFile{Path: path, Data: head, Size: uint64(st.Size())}, nil
 }
 
-// Kernel is a loaded kernel: an arm64 Image or a flat binary.
+// Kernel is a loaded kernel: an arm64 Image (as built, or unpacked from a
+// compressed file) or a flat binary.
 type Kernel struct {
+	// BootFile is the kernel as loaded. For a compressed kernel Data is
+	// the whole unpacked Image (Size 0) and Path the compressed file.
 	BootFile
 	IsImage bool
 	Header  ImageHeader // valid when IsImage
+	// Format is how the file was packed: FormatImage, FormatImageGzip,
+	// FormatZbootGzip, ... or FormatBinary.
+	Format string
+	// Tree is the absolute path of the kernel build tree --kernel named
+	// (its modules are under it), "" when --kernel named a file.
+	Tree string
+	// UnpackTime is how long unpacking a compressed kernel took.
+	UnpackTime time.Duration
 }
 
-// parseKernel decides what kind of kernel data is. An arm64 Image is
-// recognised by its header; anything else that is not an obviously wrong
-// format (ELF, compressed, another architecture's PE image) is a flat binary
+// Unpacked reports whether the kernel was decompressed into memory.
+func (k Kernel) Unpacked() bool {
+	return k.Size == 0 && k.Format != FormatImage && k.Format != FormatBinary
+}
+
+// OpenKernel reads and recognises the kernel --kernel names: a file in one
+// of the formats of kernelFormats, or a kernel build tree. A compressed
+// kernel is unpacked into memory, refusing more than limit bytes (and
+// MaxKernelSize). Every error is one line saying what is wrong.
+func OpenKernel(path string, limit uint64) (Kernel, error) {
+	file, tree, err := resolveKernelPath(path)
+	if err != nil {
+		return Kernel{}, err
+	}
+	kf, err := readBootFile("kernel", file)
+	if err != nil {
+		return Kernel{}, err
+	}
+	k, err := parseKernel(kf, limit)
+	k.Tree = tree
+	return k, err
+}
+
+// parseKernel decides what kind of kernel f is. An arm64 Image is
+// recognised by its header; a gzip or zstd stream, or an EFI zboot image
+// with such a payload, is unpacked (at most limit bytes) and must hold an
+// Image; anything else that is not an obviously wrong format (ELF, another
+// compression, another architecture's kernel, text) is a flat binary
 // loaded at the base of RAM and entered at its first byte.
-func parseKernel(f BootFile) (Kernel, error) {
-	k := Kernel{BootFile: f}
+func parseKernel(f BootFile, limit uint64) (Kernel, error) {
+	limit = min(limit, MaxKernelSize)
+	k := Kernel{BootFile: f, Format: FormatBinary}
 	h, err := ParseImage(bytes.NewReader(f.Data), int64(f.size()))
 	if err == nil {
-		k.IsImage, k.Header = true, h
+		k.IsImage, k.Header, k.Format = true, h, FormatImage
 		return k, nil
 	}
 	if !errors.Is(err, ErrNotImage) {
 		return k, fmt.Errorf("kernel %s: %w", f.Path, err)
 	}
 	d := f.Data
+	if isZboot(d) {
+		zh, err := parseZboot(d, f.size())
+		if err != nil {
+			return k, fmt.Errorf("kernel %s is an EFI zboot image, but %w", f.Path, err)
+		}
+		comp := zbootCompression(zh.comp)
+		if comp == "" {
+			return k, fmt.Errorf("kernel %s is an EFI zboot image with a %q-compressed payload; mvm unpacks gzip and zstd only: rebuild with CONFIG_KERNEL_GZIP or CONFIG_KERNEL_ZSTD, or pass the build tree's arch/arm64/boot/Image", f.Path, zh.comp)
+		}
+		return unpackInto(k, comp, zh.payloadOff, zh.payloadSize, "its EFI zboot "+comp+" payload", limit)
+	}
+	switch c := compression(d); c {
+	case "gzip", "zstd":
+		return unpackInto(k, c, 0, f.size(), "the "+c+" data", limit)
+	case "":
+	default:
+		return k, fmt.Errorf("kernel %s is %s-compressed; mvm unpacks gzip and zstd only: decompress it first, or recompress it with gzip; --kernel takes %s", f.Path, c, kernelFormats)
+	}
 	switch {
 	case bytes.HasPrefix(d, []byte("\x7fELF")):
-		return k, fmt.Errorf("kernel %s is an ELF file, not an arm64 Image or flat binary: use the kernel's arch/arm64/boot/Image, or objcopy -O binary for a payload", f.Path)
-	case bytes.HasPrefix(d, []byte{0x1f, 0x8b}):
-		return k, fmt.Errorf("kernel %s is gzip-compressed: decompress it first (zcat %s > Image), arm64 Images do not decompress themselves", f.Path, f.Path)
+		return k, fmt.Errorf("kernel %s is an ELF file (a vmlinux?), not a kernel mvm boots: use the build's arch/arm64/boot/Image (objcopy -O binary for a payload); --kernel takes %s", f.Path, kernelFormats)
 	case bytes.HasPrefix(d, []byte("MZ")):
-		return k, fmt.Errorf("kernel %s is not an arm64 Image: it has a PE/EFI header but no arm64 Image magic (an x86 bzImage?)", f.Path)
+		return k, fmt.Errorf("kernel %s is not an arm64 Image: it has a PE/EFI header but neither the arm64 Image magic nor an EFI zboot header (an x86 bzImage?); --kernel takes %s", f.Path, kernelFormats)
 	case len(d) >= 0x206 && bytes.Equal(d[0x202:0x206], []byte("HdrS")):
-		return k, fmt.Errorf("kernel %s is an x86 kernel, not an arm64 Image", f.Path)
+		return k, fmt.Errorf("kernel %s is an x86 kernel; --kernel takes %s", f.Path, kernelFormats)
 	case isText(d):
-		return k, fmt.Errorf("kernel %s is a text file, not an arm64 Image or flat binary", f.Path)
+		return k, fmt.Errorf("kernel %s is a text file; --kernel takes %s", f.Path, kernelFormats)
+	}
+	return k, nil
+}
+
+// unpackInto decompresses the size bytes at off of k's file and makes k
+// the Image they hold.
+func unpackInto(k Kernel, comp string, off, size uint64, what string, limit uint64) (Kernel, error) {
+	start := time.Now()
+	ra, done, err := k.readerAt()
+	if err != nil {
+		return k, fmt.Errorf("read kernel %s: %w", k.Path, err)
+	}
+	defer done()
+	// Large reads: the decompressors' own buffering reads a file 4 KiB
+	// at a time.
+	r := bufio.NewReaderSize(io.NewSectionReader(ra, int64(off), int64(size)), 1<<20)
+	img, h, err := unpackKernel(k.Path, what, comp, r, limit)
+	if err != nil {
+		return k, err
+	}
+	k.UnpackTime = time.Since(start)
+	k.BootFile = BootFile{Path: k.Path, Data: img}
+	k.IsImage, k.Header = true, h
+	switch {
+	case off != 0 && comp == "gzip":
+		k.Format = FormatZbootGzip
+	case off != 0:
+		k.Format = FormatZbootZstd
+	case comp == "gzip":
+		k.Format = FormatImageGzip
+	default:
+		k.Format = FormatImageZstd
 	}
 	return k, nil
 }
@@ -159,14 +247,13 @@ func prepare(cfg Config) (bootPlan, error) {
 // kernel that went missing is no longer a mistake in the command line.
 func makePlan(cfg Config) (bootPlan, error) {
 	var p bootPlan
-	if err := cfg.Validate(); err != nil {
-		return p, err
-	}
-	kf, err := readBootFile("kernel", cfg.Kernel)
+	err := cfg.Validate()
 	if err != nil {
 		return p, err
 	}
-	if p.kernel, err = parseKernel(kf); err != nil {
+	// The kernel must fit in RAM: that bounds what a compressed one may
+	// unpack to.
+	if p.kernel, err = OpenKernel(cfg.Kernel, cfg.Memory); err != nil {
 		return p, err
 	}
 	if cfg.Initrd != "" {

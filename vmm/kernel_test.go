@@ -93,8 +93,8 @@ func TestParseKernel(t *testing.T) {
 		{"mostly text with a binary byte", []byte("hello world\x00 and more text"), false, nil},
 		{"ELF", append([]byte("\x7fELF\x02\x01\x01"), make([]byte, 100)...), false, []string{"ELF"}},
 		{"short ELF", []byte("\x7fELF"), false, []string{"ELF"}},
-		{"gzip", gzipped(t, arm64Code()), false, []string{"gzip"}},
-		{"gzipped Image", gzipped(t, kernelTestImage(0, 4<<20, 0x2, 8192)), false, []string{"gzip", "decompress"}},
+		{"gzip'd payload", gzipped(t, arm64Code()), false, []string{"gzip", "just 20 of the 64 header bytes", "Image.gz"}},
+		{"gzip'd text", gzipped(t, bytes.Repeat([]byte("not a kernel\n"), 10)), false, []string{"gzip", "no arm64 Image", "EFI zboot"}},
 		{"bzImage with MZ", x86BzImage(), false, []string{"not an arm64 Image"}},
 		{"bare MZ", []byte("MZ\x90\x00\x03\x00"), false, []string{"not an arm64 Image"}},
 		{"x86 setup without MZ", x86Setup(), false, []string{"x86"}},
@@ -106,7 +106,7 @@ func TestParseKernel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := BootFile{Path: "/boot/the-kernel", Data: tt.data}
-			k, err := parseKernel(f)
+			k, err := parseKernel(f, 64<<20)
 			if tt.errSays == nil {
 				if err != nil {
 					t.Fatalf("parseKernel: %v", err)
@@ -136,7 +136,7 @@ func TestParseKernel(t *testing.T) {
 
 func TestParseKernelImageHeader(t *testing.T) {
 	data := kernelTestImage(0x80000, 12<<20, 0x2|0x8, 1<<20)
-	k, err := parseKernel(BootFile{Path: "Image", Data: data})
+	k, err := parseKernel(BootFile{Path: "Image", Data: data}, 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestParseKernelImageHeader(t *testing.T) {
 // A file whose first 512 bytes are text is text, even if binary follows.
 func TestParseKernelTextPrefix(t *testing.T) {
 	d := append(bytes.Repeat([]byte("# comment line\n"), 40), 0, 1, 2, 3)
-	if _, err := parseKernel(BootFile{Path: "k", Data: d}); err == nil || !strings.Contains(err.Error(), "text") {
+	if _, err := parseKernel(BootFile{Path: "k", Data: d}, 64<<20); err == nil || !strings.Contains(err.Error(), "text") {
 		t.Errorf("parseKernel(text then binary) = %v, want a text-file error", err)
 	}
 }
@@ -337,7 +337,7 @@ func FuzzParseKernel(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const path = "/k/fuzz"
-		k, err := parseKernel(BootFile{Path: path, Data: data})
+		k, err := parseKernel(BootFile{Path: path, Data: data}, 1<<20)
 		if err != nil {
 			if k.IsImage {
 				t.Fatalf("error %v with IsImage set", err)
@@ -348,7 +348,15 @@ func FuzzParseKernel(f *testing.F) {
 			return
 		}
 		if k.IsImage {
-			if len(data) < 64 || binary.LittleEndian.Uint32(data[56:]) != 0x644d5241 {
+			// An Image as given, or one unpacked from a compressed file.
+			img := data
+			if k.Unpacked() {
+				img = k.Data
+				if uint64(len(img)) > 1<<20 {
+					t.Fatalf("unpacked %d bytes, more than the limit", len(img))
+				}
+			}
+			if len(img) < 64 || binary.LittleEndian.Uint32(img[56:]) != 0x644d5241 {
 				t.Fatalf("IsImage without the ARM\\x64 magic at 56")
 			}
 			if k.Header.BigEndian() || k.Header.TextOffset%4096 != 0 || k.Header.TextOffset >= 2<<20 {
@@ -357,7 +365,7 @@ func FuzzParseKernel(f *testing.F) {
 			return
 		}
 		// A flat binary: none of the formats with their own error.
-		for _, p := range [][]byte{[]byte("\x7fELF"), {0x1f, 0x8b}, []byte("MZ")} {
+		for _, p := range [][]byte{[]byte("\x7fELF"), {0x1f, 0x8b}, {0x28, 0xb5, 0x2f, 0xfd}, []byte("MZ")} {
 			if bytes.HasPrefix(data, p) {
 				t.Fatalf("%q accepted as a flat binary", p)
 			}

@@ -55,11 +55,15 @@ type Result struct {
 
 // RunConfig is the part of Config a report shows: what was booted and how.
 type RunConfig struct {
-	Kernel  string `json:"kernel"`
-	Initrd  string `json:"initrd,omitempty"`
-	Cmdline string `json:"cmdline,omitempty"`
-	CPUs    int    `json:"cpus"`
-	Memory  uint64 `json:"memory_bytes"`
+	Kernel string `json:"kernel"`
+	// KernelFormat and KernelTree are what mvm found at Kernel
+	// (Kernel.Format, Kernel.Tree).
+	KernelFormat string `json:"kernel_format,omitempty"`
+	KernelTree   string `json:"kernel_tree,omitempty"`
+	Initrd       string `json:"initrd,omitempty"`
+	Cmdline      string `json:"cmdline,omitempty"`
+	CPUs         int    `json:"cpus"`
+	Memory       uint64 `json:"memory_bytes"`
 	// PSCI is the mode asked for (Result.PSCI is the one used).
 	PSCI    PSCIMode `json:"psci"`
 	Profile bool     `json:"profile,omitempty"`

@@ -132,6 +132,8 @@ func (m *VM) build() error {
 		return err
 	}
 	m.bootPlan, m.guestSyms = in.boot, in.symbols
+	m.log.Info("kernel", "path", m.kernel.Path, "format", m.kernel.Format, "size", m.kernel.size(),
+		"unpack", m.kernel.UnpackTime.Round(time.Millisecond), "tree", m.kernel.Tree)
 	if err := m.openVirtio(); err != nil {
 		return err
 	}
@@ -455,6 +457,12 @@ func (m *VM) load() error {
 			return fmt.Errorf("load %s: %w", c.what, err)
 		}
 	}
+	// An unpacked kernel (tens of MiB) is in guest RAM now: drop the
+	// heap copy, which the GC at the start of Run returns to the host.
+	// A reboot unpacks the file again (prepare).
+	if m.kernel.Unpacked() {
+		m.kernel.Data = nil
+	}
 	return nil
 }
 
@@ -530,6 +538,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	res.UnmappedAccesses, res.UnknownSMCCCCalls, res.PSCIRejected, res.VirtioProblems = g.unmapped, g.unknownSMCCC, g.psciRejected, g.virtio
 	res.ExitHeat = m.heat.result()
 	res.Config, res.Host = m.cfg.RunConfig(), CurrentHost()
+	res.Config.KernelFormat, res.Config.KernelTree = m.kernel.Format, m.kernel.Tree
 	return res, nil
 }
 

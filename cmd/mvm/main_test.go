@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -220,6 +221,43 @@ func arm64Payload() []byte {
 	return b
 }
 
+// testImage is an arm64 Image of size bytes: the booting.rst header
+// (image_size 16 MiB, 4K pages, "ARM\x64" at 56) and filler.
+func testImage(size int) []byte {
+	b := make([]byte, size)
+	binary.LittleEndian.PutUint64(b[16:], 16<<20)
+	binary.LittleEndian.PutUint64(b[24:], 0xa)
+	copy(b[56:], "ARM\x64")
+	for i := 64; i < size; i++ {
+		b[i] = byte(i * 31)
+	}
+	return b
+}
+
+// lzmaZboot is the start of an EFI zboot vmlinuz (Linux
+// drivers/firmware/efi/libstub/zboot-header.S: "MZ", "zimg" at 4, le32
+// payload offset and size at 8 and 12, the compression's name at 24)
+// whose payload is lzma-compressed.
+func lzmaZboot() []byte {
+	b := make([]byte, 0x40)
+	copy(b, "MZ")
+	copy(b[4:], "zimg")
+	binary.LittleEndian.PutUint32(b[8:], 0x40)
+	binary.LittleEndian.PutUint32(b[12:], 16)
+	copy(b[24:], "lzma")
+	return append(b, "\x5d\x00\x00\x80\x00lzma data\x00\x00"...)
+}
+
+func gzipBytes(t *testing.T, data []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(data)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // inputs writes the kernel files the run tests use into a directory of
 // their own (not the directory mvm runs in).
 func inputs(t *testing.T) map[string]string {
@@ -229,10 +267,19 @@ func inputs(t *testing.T) map[string]string {
 		"payload.bin": arm64Payload(),
 		"empty":       nil,
 		"vmlinux":     append([]byte("\x7fELF\x02\x01\x01\x00"), make([]byte, 56)...),
+		// A gzip'd file that is no Image, a truncated Image.gz, and an
+		// EFI zboot vmlinuz with an lzma payload mvm does not unpack.
+		"notes.gz":       gzipBytes(t, []byte("release notes, not a kernel\n")),
+		"Image-cut.gz":   gzipBytes(t, testImage(1<<20))[:2000],
+		"vmlinuz-lzma":   lzmaZboot(),
+		"linux/Makefile": []byte("VERSION = 6\n"),
 	}
-	paths := map[string]string{"dir": dir, "missing": filepath.Join(dir, "missing")}
+	paths := map[string]string{"dir": dir, "missing": filepath.Join(dir, "missing"), "tree": filepath.Join(dir, "linux")}
 	for name, data := range files {
 		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -308,6 +355,10 @@ func TestRunBadInput(t *testing.T) {
 		{"kernel is a directory", []string{"run", "--kernel", in["dir"]}, 2, []string{"directory"}},
 		{"empty kernel", []string{"run", "--kernel", in["empty"]}, 2, []string{"empty"}},
 		{"ELF kernel", []string{"run", "--kernel", in["vmlinux"]}, 2, []string{"ELF"}},
+		{"gzip'd non-kernel", []string{"run", "--kernel", in["notes.gz"]}, 2, []string{"gzip", "Image.gz", "EFI zboot", "build tree"}},
+		{"truncated Image.gz", []string{"run", "--kernel", in["Image-cut.gz"]}, 2, []string{"truncated"}},
+		{"zboot with lzma", []string{"run", "--kernel", in["vmlinuz-lzma"]}, 2, []string{"EFI zboot", `"lzma"`, "gzip and zstd"}},
+		{"unbuilt kernel tree", []string{"run", "--kernel", in["tree"]}, 2, []string{"arch/arm64/boot/Image"}},
 		{"missing initrd", []string{"run", "--kernel", k, "--initrd", in["missing"]}, 2, []string{"initrd", "does not exist"}},
 		{"initrd is a directory", []string{"run", "--kernel", k, "--initrd", in["dir"]}, 2, []string{"initrd", "directory"}},
 		{"console none, missing kernel", []string{"run", "--kernel", in["missing"], "--console", "none"}, 2, []string{"does not exist"}},

@@ -66,7 +66,7 @@ type runFlags struct {
 
 func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.kernel, "kernel", "", "arm64 Linux Image, or a flat binary loaded at the start of RAM (required)")
+	fl.StringVar(&f.kernel, "kernel", "", "arm64 Linux Image, Image.gz (or zstd'd), EFI zboot vmlinuz with a gzip or zstd payload, kernel build tree (its arch/arm64/boot/Image), or a flat binary loaded at the start of RAM (required)")
 	fl.StringVar(&f.initrd, "initrd", "", "initramfs or initrd to load for the kernel")
 	fl.StringVar(&f.cmdline, "cmdline", defaultCmdline(), fmt.Sprintf("kernel command line (/chosen/bootargs); with --serial pl011 the default is %q", defaultCmdlineFor(vmm.SerialPL011)))
 	fl.StringVar(&f.append_, "append", "", "text to add to the end of the kernel command line")
@@ -182,6 +182,11 @@ func newRunCmd(start time.Time) *cobra.Command {
 		Short: "Boot an arm64 Linux Image or bare-metal payload",
 		Long: fmt.Sprintf(`Boot an arm64 guest with a serial console on this terminal.
 
+--kernel takes an arm64 Image, a compressed one (Image.gz, Image.zst, or
+the EFI zboot vmlinuz Fedora and Ubuntu ship, with a gzip or zstd
+payload; mvm unpacks it, at most --memory and 1 GiB), a kernel build tree
+(DIR/arch/arm64/boot/Image or Image.gz), or a flat binary.
+
 The guest gets --cpus vCPUs (one thread each), --memory of RAM at 1 GiB
 guest-physical, an in-kernel GICv3, the architected timer, a 16550 UART at
 %#08x (console=ttyS0; --serial pl011: an Arm PL011 there instead,
@@ -215,6 +220,10 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vm
 		Example: `  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \
       --append "rdinit=/init quiet"
+
+  # The host's own kernel, or one from a kernel build tree:
+  mvm run --kernel /boot/vmlinuz-$(uname -r) --initrd initrd.gz
+  mvm run --kernel ~/src/linux --initrd initrd.gz
 
   # Root on an ext4 disk, a second disk read-only, networking on tap0:
   mvm run --kernel vmlinuz --initrd initrd.gz --disk root.ext4 \
@@ -257,7 +266,7 @@ func newLogger(level string) (*slog.Logger, error) {
 // to check; both do so before they probe the host.
 func (f *runFlags) check(start time.Time) (vmm.Config, error) {
 	if f.kernel == "" {
-		return vmm.Config{}, usageError{errors.New("--kernel is required: an arm64 Image or a flat binary (see 'mvm run --help')")}
+		return vmm.Config{}, usageError{errors.New("--kernel is required: an arm64 kernel (Image, Image.gz, EFI zboot vmlinuz, build tree) or a flat binary (see 'mvm run --help')")}
 	}
 	cfg, err := f.config(start)
 	if err != nil {
