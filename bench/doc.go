@@ -4,8 +4,8 @@
 // It holds everything that does not need KVM, so it tests on any host:
 // parsing variants (NAME:KEY=VALUE,...) and vCPU lists, the run schedule
 // (variants interleaved so that drift of the host hits all alike), turning a
-// run's vmm.Summary into phase durations, the statistics (median, spread,
-// delta against the baseline, Mann-Whitney U p-value through
+// run's result (runsummary.Summary) into phase durations, the statistics
+// (median, spread, delta against the baseline, Mann-Whitney U p-value through
 // golang.org/x/perf/benchmath) with the regression decision, and the three
 // renderings: an LKML-style table, JSON with every run's raw numbers, and the
 // Go benchmark format that benchstat reads. Exec runs the boots, each a

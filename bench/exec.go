@@ -84,7 +84,7 @@ func (b *Exec) Run(ctx context.Context, job Job) Run {
 		sum, prof, perr := ParseResult(data)
 		if perr == nil {
 			r.Summary, r.Profile = sum, prof
-			// mvm run computed every phase (vmm.Moments.Phases).
+			// mvm run computed every phase (runsummary.Moments.Phases).
 			for k, v := range sum.PhasesNS {
 				if v >= 0 {
 					r.PhasesNS[k] = v

@@ -11,7 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // Progress shows how far a bench is: a progress bar with an ETA on a
@@ -78,10 +78,10 @@ func (p *Progress) Done(r Run, n, total int) {
 	case StatusInterrupted:
 		what = "interrupted"
 	default:
-		if t, ok := r.PhasesNS[vmm.PhaseTotal]; ok {
+		if t, ok := r.PhasesNS[runsummary.PhaseTotal]; ok {
 			what += fmt.Sprintf(", total %.3f s", float64(t)/1e9)
 		}
-		if t, ok := r.PhasesNS[vmm.PhaseKernelToUser]; ok {
+		if t, ok := r.PhasesNS[runsummary.PhaseKernelToUser]; ok {
 			what += fmt.Sprintf(", kernel_to_user %.3f s", float64(t)/1e9)
 		}
 	}

@@ -8,33 +8,33 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // PhaseDescription says where a phase's clock starts and stops, in the
 // words of docs/boot-phases.md.
 func PhaseDescription(p string) string {
 	switch p {
-	case vmm.PhaseVMMSetup:
+	case runsummary.PhaseVMMSetup:
 		return "mvm process start -> boot vCPU's first KVM_RUN"
-	case vmm.PhaseBootToSMP:
+	case runsummary.PhaseBootToSMP:
 		return "first KVM_RUN -> first PSCI CPU_ON serviced"
-	case vmm.PhaseSecondaries:
+	case runsummary.PhaseSecondaries:
 		return "first CPU_ON -> last secondary's first guest entry (mvm's PSCI timeline)"
-	case vmm.PhaseSecondariesConsole:
+	case runsummary.PhaseSecondariesConsole:
 		return "first CPU_ON -> kernel console line 'smp: Brought up'"
-	case vmm.PhaseSMPConsole:
+	case runsummary.PhaseSMPConsole:
 		return "first KVM_RUN -> kernel console line 'smp: Brought up'"
-	case vmm.PhaseKernelToUser:
+	case runsummary.PhaseKernelToUser:
 		return "first KVM_RUN -> userspace boot marker (0x41 at 0x09010000)"
-	case vmm.PhaseTotal:
+	case runsummary.PhaseTotal:
 		return "mvm process start -> VM exit"
 	case PhaseProcessWall:
 		return "mvm bench's fork/exec of mvm -> mvm reaped (includes exec and Go runtime start)"
 	case PhaseProcessCPU:
 		return "CPU time of the mvm process, user + system, guest time included"
 	}
-	if name, ok := strings.CutPrefix(p, vmm.ConsolePhasePrefix); ok {
+	if name, ok := strings.CutPrefix(p, runsummary.ConsolePhasePrefix); ok {
 		return "first KVM_RUN -> first console line matching --marker " + name
 	}
 	return "see docs/boot-phases.md"

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/perf/benchfmt"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // synthReport is a finished bench over 1,4,8 vCPUs: A, A' 36% slower in
@@ -108,7 +108,7 @@ func TestWriteJSONRoundTrip(t *testing.T) {
 	if err := back.Reanalyze(Options{Alpha: 0.05, Baseline: "B"}); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := back.Analysis.Cell(1, "A", vmm.PhaseKernelToUser); c.Delta == nil || c.Delta.Pct <= 0 {
+	if c, _ := back.Analysis.Cell(1, "A", runsummary.PhaseKernelToUser); c.Delta == nil || c.Delta.Pct <= 0 {
 		t.Errorf("A vs B: %+v", c.Delta)
 	}
 	for _, bad := range []string{`{}`, `{"format":"other"}`, `{"format":"mvm-bench/1"}`, `[`} {
@@ -152,7 +152,7 @@ func TestWriteBenchstatParses(t *testing.T) {
 		t.Fatalf("%s: %d samples, want 5 (names: %v)", name, len(got[name]), keys(got))
 	}
 	// benchfmt tidies ns/op into sec/op.
-	c, _ := r.Analysis.Cell(4, "A'", vmm.PhaseKernelToUser)
+	c, _ := r.Analysis.Cell(4, "A'", runsummary.PhaseKernelToUser)
 	for i, v := range got[name] {
 		if want := float64(c.Samples[i]) / 1e9; math.Abs(v-want) > 1e-12 {
 			t.Errorf("sample %d = %v, want %v", i, v, want)

@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // ReportFormat identifies the JSON report's layout; bump it on
@@ -28,7 +28,7 @@ type Report struct {
 }
 
 // Host is where the bench ran; absolute times only compare on one host.
-type Host = vmm.Host
+type Host = runsummary.Host
 
 // Config is how the bench was asked to run.
 type Config struct {

@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/mvm-dev/mvm/exits"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
-// The measures mvm bench adds to vmm's phases (docs/boot-phases.md).
+// The measures mvm bench adds to a run's phases (docs/boot-phases.md).
 const (
 	// PhaseProcessWall: the mvm process as mvm bench sees it, from just
 	// before fork/exec to its exit having been reaped.
@@ -21,19 +21,19 @@ const (
 	PhaseProcessCPU = "process_cpu"
 )
 
-// PhaseNames lists what --phases accepts, for messages: vmm's phases in
+// PhaseNames lists what --phases accepts, for messages: a run's phases in
 // boot order, console:NAME and the process measures.
 func PhaseNames() []string {
-	return append(vmm.PhaseNames(), vmm.ConsolePhasePrefix+"NAME", PhaseProcessWall, PhaseProcessCPU)
+	return append(runsummary.PhaseNames(), runsummary.ConsolePhasePrefix+"NAME", PhaseProcessWall, PhaseProcessCPU)
 }
 
 // KnownPhase reports whether p names a phase or measure a run can have.
 func KnownPhase(p string) bool {
 	switch {
-	case slices.Contains(vmm.PhaseNames(), p), p == PhaseProcessWall, p == PhaseProcessCPU:
+	case slices.Contains(runsummary.PhaseNames(), p), p == PhaseProcessWall, p == PhaseProcessCPU:
 		return true
-	case strings.HasPrefix(p, vmm.ConsolePhasePrefix):
-		return len(p) > len(vmm.ConsolePhasePrefix)
+	case strings.HasPrefix(p, runsummary.ConsolePhasePrefix):
+		return len(p) > len(runsummary.ConsolePhasePrefix)
 	}
 	return false
 }
@@ -63,7 +63,7 @@ type Run struct {
 	// nanoseconds; a phase that was not observed is absent, never zero.
 	PhasesNS map[string]int64 `json:"phases_ns,omitempty"`
 	// Summary is mvm run --result-json's output, as mvm wrote it.
-	Summary *vmm.Summary `json:"summary,omitempty"`
+	Summary *runsummary.Summary `json:"summary,omitempty"`
 	// Profile is the run's exit profile (mvm run --profile), the
 	// "profile" member of its result JSON.
 	Profile *exits.Report `json:"profile,omitempty"`
@@ -72,10 +72,10 @@ type Run struct {
 // OK reports whether the run enters the statistics.
 func (r Run) OK() bool { return r.Status == StatusOK && !r.Warmup }
 
-// ParseResult decodes mvm run --result-json output: the vmm.Summary and its
+// ParseResult decodes mvm run --result-json output: the runsummary.Summary and its
 // optional exit profile, which it moves out of the summary.
-func ParseResult(data []byte) (*vmm.Summary, *exits.Report, error) {
-	var s vmm.Summary
+func ParseResult(data []byte) (*runsummary.Summary, *exits.Report, error) {
+	var s runsummary.Summary
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, nil, fmt.Errorf("decode mvm run result: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // BaselineName is the name of the variant the plain flags define.
@@ -186,12 +186,12 @@ func Apply(base Settings, ovs []Override) (Settings, error) {
 			}
 			s.CPUs = cpus
 		case KeyMemory:
-			if _, err := vmm.ParseSize(o.Value); err != nil {
+			if _, err := runsummary.ParseSize(o.Value); err != nil {
 				return s, fmt.Errorf("memory=%s: %w", o.Value, err)
 			}
 			s.Memory = o.Value
 		case KeyPSCI:
-			if _, err := vmm.ParsePSCIMode(o.Value); err != nil {
+			if _, err := runsummary.ParsePSCIMode(o.Value); err != nil {
 				return s, fmt.Errorf("psci=%s: %w", o.Value, err)
 			}
 			s.PSCI = o.Value
@@ -214,8 +214,8 @@ func ParseCPUList(s string) ([]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a vCPU count: use a list like 1,4,8", f)
 		}
-		if n < 1 || n > vmm.MaxCPUs {
-			return nil, fmt.Errorf("%d vCPUs: use 1 to %d", n, vmm.MaxCPUs)
+		if n < 1 || n > runsummary.MaxCPUs {
+			return nil, fmt.Errorf("%d vCPUs: use 1 to %d", n, runsummary.MaxCPUs)
 		}
 		if slices.Contains(out, n) {
 			return nil, fmt.Errorf("%d vCPUs listed twice", n)

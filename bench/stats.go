@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/perf/benchmath"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // TestName names the significance test in reports.
@@ -190,9 +190,9 @@ func (a *Analysis) Cell(cpus int, variant, phase string) (Cell, bool) {
 	return Cell{}, false
 }
 
-// SortPhases orders phase names for output: vmm's order
-// (vmm.SortPhases), then the process measures.
-func SortPhases(ps []string) { vmm.SortPhases(ps, PhaseProcessWall, PhaseProcessCPU) }
+// SortPhases orders phase names for output: a run's phases in their
+// order (runsummary.SortPhases), then the process measures.
+func SortPhases(ps []string) { runsummary.SortPhases(ps, PhaseProcessWall, PhaseProcessCPU) }
 
 // Analyze computes every cell's distribution, the deltas against the
 // baseline, and the failed runs and regressions.
@@ -304,20 +304,20 @@ func (an *Analysis) explainAbsent(vs []Variant, seen map[string]bool, only []str
 	if multi {
 		smp = "mvm sees CPU_ON only with PSCI in userspace (--psci user, Linux 6.4+ hosts); with --psci kernel KVM answers it"
 	}
-	if want(vmm.PhaseBootToSMP) {
-		an.Absent[vmm.PhaseBootToSMP] = smp
+	if want(runsummary.PhaseBootToSMP) {
+		an.Absent[runsummary.PhaseBootToSMP] = smp
 	}
-	if want(vmm.PhaseSecondaries) {
-		an.Absent[vmm.PhaseSecondaries] = smp
+	if want(runsummary.PhaseSecondaries) {
+		an.Absent[runsummary.PhaseSecondaries] = smp
 	}
-	if want(vmm.PhaseSecondariesConsole) {
-		an.Absent[vmm.PhaseSecondariesConsole] = "needs CPU_ON (PSCI in userspace, more than one vCPU) and the kernel's 'smp: Brought up' line, which 'quiet' suppresses (use --verbose-console)"
+	if want(runsummary.PhaseSecondariesConsole) {
+		an.Absent[runsummary.PhaseSecondariesConsole] = "needs CPU_ON (PSCI in userspace, more than one vCPU) and the kernel's 'smp: Brought up' line, which 'quiet' suppresses (use --verbose-console)"
 	}
-	if want(vmm.PhaseSMPConsole) {
-		an.Absent[vmm.PhaseSMPConsole] = "the kernel's 'smp: Brought up' line was not seen; 'quiet' suppresses it (use --verbose-console)"
+	if want(runsummary.PhaseSMPConsole) {
+		an.Absent[runsummary.PhaseSMPConsole] = "the kernel's 'smp: Brought up' line was not seen; 'quiet' suppresses it (use --verbose-console)"
 	}
-	if want(vmm.PhaseKernelToUser) {
-		an.Absent[vmm.PhaseKernelToUser] = "no userspace boot marker: the guest never wrote 0x41 to the marker device at 0x09010000"
+	if want(runsummary.PhaseKernelToUser) {
+		an.Absent[runsummary.PhaseKernelToUser] = "no userspace boot marker: the guest never wrote 0x41 to the marker device at 0x09010000"
 	}
 	if len(an.Absent) == 0 {
 		an.Absent = nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 func TestDescribe(t *testing.T) {
@@ -85,13 +85,13 @@ func synthRuns(vs []Variant, runs int, seed uint64, phases func(v string, cpus i
 func bootPhases(delayMS map[string]float64) func(string, int, *rand.Rand) map[string]int64 {
 	return func(v string, cpus int, rng *rand.Rand) map[string]int64 {
 		noise := func(x float64) int64 { return int64(x * (1 + 0.03*rng.NormFloat64())) }
-		p := map[string]int64{vmm.PhaseVMMSetup: noise(20e6)}
+		p := map[string]int64{runsummary.PhaseVMMSetup: noise(20e6)}
 		if cpus > 1 {
-			p[vmm.PhaseBootToSMP] = noise(300e6)
-			p[vmm.PhaseSecondaries] = noise(3e6 * float64(cpus-1))
+			p[runsummary.PhaseBootToSMP] = noise(300e6)
+			p[runsummary.PhaseSecondaries] = noise(3e6 * float64(cpus-1))
 		}
-		p[vmm.PhaseKernelToUser] = noise(800e6 + delayMS[v]*1e6)
-		p[vmm.PhaseTotal] = p[vmm.PhaseVMMSetup] + p[vmm.PhaseKernelToUser] + noise(50e6)
+		p[runsummary.PhaseKernelToUser] = noise(800e6 + delayMS[v]*1e6)
+		p[runsummary.PhaseTotal] = p[runsummary.PhaseVMMSetup] + p[runsummary.PhaseKernelToUser] + noise(50e6)
 		return p
 	}
 }
@@ -126,7 +126,7 @@ func TestAnalyzeAB(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{1, 4, 8} {
-		for _, p := range []string{vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+		for _, p := range []string{runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
 			c, ok := an.Cell(n, "slow", p)
 			if !ok || c.Delta == nil || !c.Delta.Significant || !c.Delta.Regression || c.Delta.Pct <= 0 {
 				t.Errorf("slow, %d vCPUs, %s: %+v", n, p, c.Delta)
@@ -136,36 +136,36 @@ func TestAnalyzeAB(t *testing.T) {
 				t.Errorf("fast, %d vCPUs, %s: %+v", n, p, c.Delta)
 			}
 		}
-		if c, _ := an.Cell(n, "slow", vmm.PhaseVMMSetup); c.Delta == nil || c.Delta.Regression {
+		if c, _ := an.Cell(n, "slow", runsummary.PhaseVMMSetup); c.Delta == nil || c.Delta.Regression {
 			t.Errorf("vmm_setup at %d vCPUs called a regression: %+v", n, c.Delta)
 		}
 	}
 	// secondaries: absent at 1 vCPU, present and growing above.
-	if an.Has(1, "A", vmm.PhaseSecondaries) {
+	if an.Has(1, "A", runsummary.PhaseSecondaries) {
 		t.Error("secondaries at 1 vCPU")
 	}
-	c4, _ := an.Cell(4, "A", vmm.PhaseSecondaries)
-	c8, _ := an.Cell(8, "A", vmm.PhaseSecondaries)
+	c4, _ := an.Cell(4, "A", runsummary.PhaseSecondaries)
+	c8, _ := an.Cell(8, "A", runsummary.PhaseSecondaries)
 	if !(c4.Median > 0 && c8.Median > c4.Median) {
 		t.Errorf("secondaries 4 vCPUs %v, 8 vCPUs %v", c4.Median, c8.Median)
 	}
 	if len(an.Failed) != 1 || an.Failed[0].Seq != 99 {
 		t.Errorf("failed runs %+v", an.Failed)
 	}
-	if c, _ := an.Cell(4, "slow", vmm.PhaseTotal); c.N != 5 {
+	if c, _ := an.Cell(4, "slow", runsummary.PhaseTotal); c.N != 5 {
 		t.Errorf("the failed run entered the statistics: n=%d", c.N)
 	}
-	if want := []string{vmm.PhaseVMMSetup, vmm.PhaseBootToSMP, vmm.PhaseSecondaries, vmm.PhaseKernelToUser, vmm.PhaseTotal}; !slices.Equal(an.Phases, want) {
+	if want := []string{runsummary.PhaseVMMSetup, runsummary.PhaseBootToSMP, runsummary.PhaseSecondaries, runsummary.PhaseKernelToUser, runsummary.PhaseTotal}; !slices.Equal(an.Phases, want) {
 		t.Errorf("phases %v, want %v", an.Phases, want)
 	}
-	if an.Absent[vmm.PhaseSecondariesConsole] == "" || an.Absent[vmm.PhaseSMPConsole] == "" {
+	if an.Absent[runsummary.PhaseSecondariesConsole] == "" || an.Absent[runsummary.PhaseSMPConsole] == "" {
 		t.Errorf("absent phases not explained: %v", an.Absent)
 	}
 
 	// process_cpu is reported with its significance, never a regression.
 	cpuRuns := synthRuns(vs, 5, 3, func(v string, cpus int, rng *rand.Rand) map[string]int64 {
 		p := bootPhases(nil)(v, cpus, rng)
-		p[PhaseProcessCPU] = p[vmm.PhaseTotal]
+		p[PhaseProcessCPU] = p[runsummary.PhaseTotal]
 		if v == "slow" {
 			p[PhaseProcessCPU] *= 2
 		}
@@ -182,7 +182,7 @@ func TestAnalyzeAB(t *testing.T) {
 	if len(an.Regressions) != 0 {
 		t.Errorf("regressions without a threshold: %+v", an.Regressions)
 	}
-	if c, _ := an.Cell(1, "A", vmm.PhaseTotal); c.Delta == nil || c.Delta.Pct >= 0 || c.Delta.Baseline != "slow" {
+	if c, _ := an.Cell(1, "A", runsummary.PhaseTotal); c.Delta == nil || c.Delta.Pct >= 0 || c.Delta.Baseline != "slow" {
 		t.Errorf("A vs slow: %+v", c.Delta)
 	}
 	if _, err := Analyze(vs, runs, Options{Alpha: 0.05, Baseline: "nope"}); err == nil {
@@ -191,8 +191,8 @@ func TestAnalyzeAB(t *testing.T) {
 	if _, err := Analyze(vs, runs, Options{Alpha: 1.5}); err == nil {
 		t.Error("alpha 1.5 accepted")
 	}
-	an, _ = Analyze(vs, runs, Options{Alpha: 0.05, Phases: []string{vmm.PhaseTotal}})
-	if !slices.Equal(an.Phases, []string{vmm.PhaseTotal}) {
+	an, _ = Analyze(vs, runs, Options{Alpha: 0.05, Phases: []string{runsummary.PhaseTotal}})
+	if !slices.Equal(an.Phases, []string{runsummary.PhaseTotal}) {
 		t.Errorf("--phases total: %v", an.Phases)
 	}
 }
@@ -200,7 +200,7 @@ func TestAnalyzeAB(t *testing.T) {
 func TestAnalyzeNotes(t *testing.T) {
 	vs, _ := BuildVariants(baseSettings(), []VariantSpec{{"B", nil}})
 	runs := synthRuns(vs, 3, 2, bootPhases(nil))
-	delete(runs[0].PhasesNS, vmm.PhaseKernelToUser)
+	delete(runs[0].PhasesNS, runsummary.PhaseKernelToUser)
 	an, err := Analyze(vs, runs, Options{Alpha: 0.05})
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestParseResult(t *testing.T) {
 	if prof == nil || len(prof.Rows) != 1 || prof.Rows[0].Reason != "MMIO/uart" || prof.Rows[0].Count != 3 || sum.Profile != nil {
 		t.Errorf("profile %+v, summary's %+v", prof, sum.Profile)
 	}
-	if sum.CPUs != 3 || len(sum.PhasesNS) != 6 || sum.PhasesNS[vmm.PhaseSMPConsole] != 170 || sum.ConsoleNS["init"] != 300 {
+	if sum.CPUs != 3 || len(sum.PhasesNS) != 6 || sum.PhasesNS[runsummary.PhaseSMPConsole] != 170 || sum.ConsoleNS["init"] != 300 {
 		t.Errorf("summary %+v", sum)
 	}
 	if _, _, err := ParseResult([]byte(`{"nope":1}`)); err == nil {

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/mvm-dev/mvm/bench"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // The lab boots Linux in 8-30 s (nested KVM under emulation), so these
@@ -108,7 +108,7 @@ func TestBenchAA(t *testing.T) {
 	if len(rep.Analysis.Regressions) != 0 || len(rep.Analysis.Failed) != 0 {
 		t.Errorf("A/A: regressions %+v, failed runs %+v", rep.Analysis.Regressions, rep.Analysis.Failed)
 	}
-	for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+	for _, p := range []string{runsummary.PhaseVMMSetup, runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
 		c, ok := rep.Analysis.Cell(1, "A2", p)
 		if !ok || c.N != 4 || c.Delta == nil {
 			t.Errorf("A2 %s: %+v", p, c)
@@ -121,7 +121,7 @@ func TestBenchAA(t *testing.T) {
 	// benchstat uses accepts every line, with one sample per run.
 	got := parseBenchstat(t, r.stdout)
 	for _, v := range []string{"A", "A2"} {
-		for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+		for _, p := range []string{runsummary.PhaseVMMSetup, runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
 			name := "Boot/cpus=1/variant=" + v + "/phase=" + p
 			if len(got[name]) != 4 {
 				t.Errorf("%s: %d samples in the benchstat output, want 4", name, len(got[name]))
@@ -165,7 +165,7 @@ func TestBenchDelay(t *testing.T) {
 	if r.code != 1 {
 		t.Errorf("A/B bench with a %v slower B: exit status %d, want 1\nstderr:\n%s", benchDelay, r.code, r.stderr)
 	}
-	for _, p := range []string{vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+	for _, p := range []string{runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
 		c, ok := rep.Analysis.Cell(1, "B", p)
 		if !ok || c.Delta == nil {
 			t.Errorf("B %s missing", p)
@@ -183,11 +183,11 @@ func TestBenchDelay(t *testing.T) {
 			t.Errorf("B %s: medians differ by %v, want about %v", p, diff, benchDelay)
 		}
 	}
-	if c, ok := rep.Analysis.Cell(1, "B", vmm.PhaseVMMSetup); !ok || c.Delta == nil || c.Delta.Regression {
+	if c, ok := rep.Analysis.Cell(1, "B", runsummary.PhaseVMMSetup); !ok || c.Delta == nil || c.Delta.Regression {
 		t.Errorf("B vmm_setup: %+v, want present and no regression", c.Delta)
 	}
 	for _, g := range rep.Analysis.Regressions {
-		if g.Phase != vmm.PhaseKernelToUser && g.Phase != vmm.PhaseTotal && g.Phase != bench.PhaseProcessWall && g.Phase != bench.PhaseProcessCPU {
+		if g.Phase != runsummary.PhaseKernelToUser && g.Phase != runsummary.PhaseTotal && g.Phase != bench.PhaseProcessWall && g.Phase != bench.PhaseProcessCPU {
 			t.Errorf("regression in an unaffected phase: %+v", g)
 		}
 	}
@@ -205,7 +205,7 @@ func TestBenchDelay(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &back); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := back.Analysis.Cell(1, "A", vmm.PhaseKernelToUser)
+	c, _ := back.Analysis.Cell(1, "A", runsummary.PhaseKernelToUser)
 	if c.Delta == nil || !c.Delta.Significant || c.Delta.Regression || c.Delta.Pct >= 0 {
 		t.Errorf("A vs B kernel_to_user: %+v, want significant, faster, no regression", c.Delta)
 	}
@@ -227,17 +227,17 @@ func TestBenchCPUs(t *testing.T) {
 	}
 	an := &rep.Analysis
 	for _, n := range []int{1, 4, 8} {
-		for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+		for _, p := range []string{runsummary.PhaseVMMSetup, runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
 			if !an.Has(n, "A", p) {
 				t.Errorf("%d vCPUs: no %s", n, p)
 			}
 		}
 	}
-	if an.Has(1, "A", vmm.PhaseSecondaries) || an.Has(1, "A", vmm.PhaseBootToSMP) {
+	if an.Has(1, "A", runsummary.PhaseSecondaries) || an.Has(1, "A", runsummary.PhaseBootToSMP) {
 		t.Error("secondaries or boot_to_smp with 1 vCPU")
 	}
-	s4, ok4 := an.Cell(4, "A", vmm.PhaseSecondaries)
-	s8, ok8 := an.Cell(8, "A", vmm.PhaseSecondaries)
+	s4, ok4 := an.Cell(4, "A", runsummary.PhaseSecondaries)
+	s8, ok8 := an.Cell(8, "A", runsummary.PhaseSecondaries)
 	if !ok4 || !ok8 || s4.Median <= 0 || s8.Median <= s4.Median {
 		t.Errorf("secondaries: 4 vCPUs %v, 8 vCPUs %v; want present and growing",
 			time.Duration(s4.Median), time.Duration(s8.Median))
@@ -245,7 +245,7 @@ func TestBenchCPUs(t *testing.T) {
 	t.Logf("secondaries: 4 vCPUs %v, 8 vCPUs %v", time.Duration(s4.Median), time.Duration(s8.Median))
 	// With quiet the kernel does not print its smp line: the console view
 	// of secondaries is absent, and the report says why.
-	if an.Absent[vmm.PhaseSecondariesConsole] == "" || !strings.Contains(r.stdout, "secondaries_console: needs") {
+	if an.Absent[runsummary.PhaseSecondariesConsole] == "" || !strings.Contains(r.stdout, "secondaries_console: needs") {
 		t.Errorf("secondaries_console's absence not explained: %v", an.Absent)
 	}
 }
@@ -298,12 +298,12 @@ func TestBenchBadInput(t *testing.T) {
 		if !strings.Contains(r.stderr, "mvm: 4 run(s) failed: #2 #3 #5 #6") {
 			t.Errorf("stderr does not say which runs failed:\n%s", r.stderr)
 		}
-		if c, ok := rep.Analysis.Cell(1, "A", vmm.PhaseTotal); !ok || c.N != 2 {
+		if c, ok := rep.Analysis.Cell(1, "A", runsummary.PhaseTotal); !ok || c.N != 2 {
 			t.Errorf("A's runs: %+v", c)
 		}
 		// The hung run was stopped with SIGTERM, and mvm still wrote its
 		// result.
-		if s := rep.Runs[2].Summary; s == nil || s.Exit != vmm.ExitStopped {
+		if s := rep.Runs[2].Summary; s == nil || s.Exit != runsummary.ExitStopped {
 			t.Errorf("the stopped run's result: %+v", s)
 		}
 	})

@@ -18,16 +18,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
-func readSummary(t *testing.T, path string) vmm.Summary {
+func readSummary(t *testing.T, path string) runsummary.Summary {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("--result-json: %v", err)
 	}
-	var s vmm.Summary
+	var s runsummary.Summary
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("--result-json: %v", err)
 	}
@@ -59,8 +59,8 @@ func TestHostileGuest(t *testing.T) {
 		t.Errorf("guest:\n%s", r.stdout)
 	}
 	s := readSummary(t, res)
-	if s.Exit != vmm.ExitPowerOff {
-		t.Errorf("result exit %q, want %q", s.Exit, vmm.ExitPowerOff)
+	if s.Exit != runsummary.ExitPowerOff {
+		t.Errorf("result exit %q, want %q", s.Exit, runsummary.ExitPowerOff)
 	}
 	if s.Unmapped != 2*256 {
 		t.Errorf("unmapped_accesses %d, want %d (a read and a write at 256 addresses)", s.Unmapped, 2*256)
@@ -73,7 +73,7 @@ func TestHostileGuest(t *testing.T) {
 	// CPU_ON to a nonexistent MPIDR: INVALID_PARAMETERS; entry points
 	// below RAM, beyond it and misaligned: INVALID_ADDRESS. The one on
 	// the caller itself (ALREADY_ON) is a valid call.
-	wantRejected := []vmm.PSCIRejection{{Function: "CPU_ON", Result: "INVALID_ADDRESS", Count: 3},
+	wantRejected := []runsummary.PSCIRejection{{Function: "CPU_ON", Result: "INVALID_ADDRESS", Count: 3},
 		{Function: "CPU_ON", Result: "INVALID_PARAMETERS", Count: 1}}
 	if s.PSCIRejectedCalls != 4 || !slices.Equal(s.PSCIRejected, wantRejected) {
 		t.Errorf("psci_rejected_calls %d, psci_rejected %+v; want 4, %+v", s.PSCIRejectedCalls, s.PSCIRejected, wantRejected)
@@ -189,8 +189,8 @@ func TestRebootStorm(t *testing.T) {
 	if late.rssKB-early.rssKB >= 4096 {
 		t.Errorf("RSS grew by %d KiB over 71 reboots", late.rssKB-early.rssKB)
 	}
-	if s := readSummary(t, res); s.Reboots != 100 || s.Exit != vmm.ExitPowerOff {
-		t.Errorf("result: %d reboots, exit %q; want 100, %q", s.Reboots, s.Exit, vmm.ExitPowerOff)
+	if s := readSummary(t, res); s.Reboots != 100 || s.Exit != runsummary.ExitPowerOff {
+		t.Errorf("result: %d reboots, exit %q; want 100, %q", s.Reboots, s.Exit, runsummary.ExitPowerOff)
 	}
 	if errb.Len() != 0 {
 		t.Errorf("stderr: %s", errb.String())
@@ -231,7 +231,7 @@ type stormRun struct {
 	early, late procUse
 	code        int
 	stderr      string
-	summary     vmm.Summary
+	summary     runsummary.Summary
 	sawRound1   bool
 	unparsed    []string
 }
@@ -397,8 +397,8 @@ func TestPSCIStorm(t *testing.T) {
 
 			// mvm's own account.
 			s := r.summary
-			if s.Exit != vmm.ExitPowerOff || s.Unmapped != 0 {
-				t.Errorf("result: exit %q, %d unmapped accesses; want %q, 0", s.Exit, s.Unmapped, vmm.ExitPowerOff)
+			if s.Exit != runsummary.ExitPowerOff || s.Unmapped != 0 {
+				t.Errorf("result: exit %q, %d unmapped accesses; want %q, 0", s.Exit, s.Unmapped, runsummary.ExitPowerOff)
 			}
 			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 			if c.mode == "kernel" {
@@ -415,7 +415,7 @@ func TestPSCIStorm(t *testing.T) {
 				// no vCPU has, CPU_ON with bad entry points; plus
 				// the boot vCPU's one AFFINITY_INFO that finds the
 				// end of the vCPUs (how it counts them).
-				wantRejected := []vmm.PSCIRejection{
+				wantRejected := []runsummary.PSCIRejection{
 					{Function: "AFFINITY_INFO", Result: "INVALID_PARAMETERS", Count: uint64(r.results["affinity_nocpu"][psciInvalidParams] + 1)},
 					{Function: "CPU_ON", Result: "INVALID_ADDRESS", Count: uint64(r.results["cpu_on_outside"][psciInvalidAddr] + r.results["cpu_on_misaligned"][psciInvalidAddr])},
 					{Function: "CPU_ON", Result: "INVALID_PARAMETERS", Count: uint64(r.results["cpu_on_nocpu"][psciInvalidParams])},

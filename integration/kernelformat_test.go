@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mvm-dev/mvm/guest"
+	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -46,7 +47,7 @@ func TestKernelFormats(t *testing.T) {
 	// vmm_setup, and for the memory an unpacked kernel may leave behind
 	// (none: its heap copy is dropped once loaded, and the GC at the start
 	// of VM.Run returns it; a kept copy would be the Image's 30 MiB).
-	var base *vmm.Summary
+	var base *runsummary.Summary
 	for _, tt := range []struct {
 		name, kernel, format, tree string
 		log                        []string // in mvm's info log

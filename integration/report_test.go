@@ -15,7 +15,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/mvm-dev/mvm/bench"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // reportFixture copies a result into $MVM_LAB_OUT, when set: the lab
@@ -45,7 +45,7 @@ func checkRunReport(t *testing.T, res, page string, cpus int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s vmm.Summary
+	var s runsummary.Summary
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatalf("%s: %v", res, err)
 	}

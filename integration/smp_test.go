@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // smpOutput is what guest/payloads/smp.s printed, parsed.
@@ -275,7 +275,7 @@ func TestCPUOnHammer(t *testing.T) {
 // definitions, from the moments the same file records: the phases a
 // payload boot has (no userspace marker; a console marker "done"), each
 // the difference of its two moments, and none other.
-func checkPhases(t *testing.T, s vmm.Summary, mode string) {
+func checkPhases(t *testing.T, s runsummary.Summary, mode string) {
 	t.Helper()
 	first := s.EnteredNS[0]
 	firstOn, lastIn := int64(-1), int64(-1)
@@ -290,16 +290,16 @@ func checkPhases(t *testing.T, s vmm.Summary, mode string) {
 		t.Fatalf("first KVM_RUN at %d, console marker done at %d (seen %v)", first, done, ok)
 	}
 	want := map[string]int64{
-		vmm.PhaseVMMSetup: first, "console:done": done - first, vmm.PhaseTotal: s.PhasesNS[vmm.PhaseTotal],
+		runsummary.PhaseVMMSetup: first, "console:done": done - first, runsummary.PhaseTotal: s.PhasesNS[runsummary.PhaseTotal],
 	}
 	if mode == "user" {
 		if firstOn <= first || lastIn <= firstOn {
 			t.Fatalf("CPU_ONs from %d, last secondary in at %d, first KVM_RUN %d", firstOn, lastIn, first)
 		}
-		want[vmm.PhaseBootToSMP] = firstOn - first
-		want[vmm.PhaseSecondaries] = lastIn - firstOn
+		want[runsummary.PhaseBootToSMP] = firstOn - first
+		want[runsummary.PhaseSecondaries] = lastIn - firstOn
 	}
-	if !maps.Equal(s.PhasesNS, want) || s.PhasesNS[vmm.PhaseTotal] < done {
+	if !maps.Equal(s.PhasesNS, want) || s.PhasesNS[runsummary.PhaseTotal] < done {
 		t.Errorf("phases_ns %v, want %v (total past the marker)", s.PhasesNS, want)
 	}
 }

@@ -1,7 +1,7 @@
 // Package report renders mvm's results as self-contained HTML pages: a run
-// report (mvm run --report, from a vmm.Summary) with the boot phases on one
-// time axis, a bring-up row per vCPU, a vCPU x time heat map of exits and
-// the exit profile; and a bench report (mvm bench --html, from a
+// report (mvm run --report, from a runsummary.Summary) with the boot
+// phases on one time axis, a bring-up row per vCPU, a vCPU x time heat map
+// of exits and the exit profile; and a bench report (mvm bench --html, from a
 // bench.Report) with every run of every variant as a point, its median and
 // spread, and the delta and p-value against the baseline.
 //

@@ -10,12 +10,12 @@ import (
 	"strings"
 
 	"github.com/mvm-dev/mvm/bench"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // Input is a decoded JSON file: exactly one of Run and Bench is set.
 type Input struct {
-	Run   *vmm.Summary
+	Run   *runsummary.Summary
 	Bench *bench.Report
 }
 
@@ -71,7 +71,7 @@ func Load(data []byte) (*Input, error) {
 		return &Input{Bench: rep}, nil
 	}
 	if _, ok := probe["phases_ns"]; ok {
-		var s vmm.Summary
+		var s runsummary.Summary
 		if err := json.Unmarshal(data, &s); err != nil {
 			return nil, fmt.Errorf("an mvm run result, but %w", jsonError(data, err))
 		}
@@ -85,9 +85,9 @@ func Load(data []byte) (*Input, error) {
 
 // checkRun rejects results whose per-vCPU arrays disagree with each other,
 // so that the renderer can index them freely.
-func checkRun(s *vmm.Summary) error {
-	if s.CPUs < 0 || s.CPUs > vmm.MaxCPUs {
-		return fmt.Errorf("\"cpus\" is %d: mvm runs 1 to %d vCPUs", s.CPUs, vmm.MaxCPUs)
+func checkRun(s *runsummary.Summary) error {
+	if s.CPUs < 0 || s.CPUs > runsummary.MaxCPUs {
+		return fmt.Errorf("\"cpus\" is %d: mvm runs 1 to %d vCPUs", s.CPUs, runsummary.MaxCPUs)
 	}
 	for name, n := range map[string]int{"cpu_on_ns": len(s.CPUOnNS), "entered_ns": len(s.EnteredNS)} {
 		if n != s.CPUs {
@@ -105,8 +105,8 @@ func checkRun(s *vmm.Summary) error {
 			return fmt.Errorf("\"exit_heat\" has %d rows for %d vCPUs", len(h.Counts), s.CPUs)
 		}
 		for _, row := range h.Counts {
-			if len(row) > 4*vmm.HeatBuckets {
-				return fmt.Errorf("\"exit_heat\" has a row of %d buckets, more than mvm writes (%d)", len(row), vmm.HeatBuckets)
+			if len(row) > 4*runsummary.HeatBuckets {
+				return fmt.Errorf("\"exit_heat\" has a row of %d buckets, more than mvm writes (%d)", len(row), runsummary.HeatBuckets)
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/mvm-dev/mvm/bench"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 //go:embed templates/page.html
@@ -44,7 +44,7 @@ func templates() (*template.Template, error) {
 
 // WriteRun renders a run report of s; source names where s came from
 // (a file name, or "mvm run" itself).
-func WriteRun(w io.Writer, s *vmm.Summary, source string) error {
+func WriteRun(w io.Writer, s *runsummary.Summary, source string) error {
 	if err := checkRun(s); err != nil {
 		return fmt.Errorf("run report: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mvm-dev/mvm/bench"
 	"github.com/mvm-dev/mvm/exits"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // The structure tests parse each report with a real HTML parser and check
@@ -159,7 +159,7 @@ func checkSelfContained(t *testing.T, doc *html.Node) {
 	}
 }
 
-func renderRun(t *testing.T, s *vmm.Summary) *html.Node {
+func renderRun(t *testing.T, s *runsummary.Summary) *html.Node {
 	t.Helper()
 	var b bytes.Buffer
 	if err := WriteRun(&b, s, "test.json"); err != nil {

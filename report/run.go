@@ -11,7 +11,7 @@ import (
 	"strconv"
 
 	"github.com/mvm-dev/mvm/exits"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // The run report's geometry, in SVG user units: every figure is 1000 wide
@@ -164,7 +164,7 @@ const (
 	profRowH   = 18.0
 )
 
-func newRunView(s *vmm.Summary, source string) runView {
+func newRunView(s *runsummary.Summary, source string) runView {
 	v := runView{Title: "mvm run report", Source: source}
 	kernel := "?"
 	if s.Config != nil {
@@ -203,7 +203,7 @@ func newRunView(s *vmm.Summary, source string) runView {
 	if s.Reboots > 0 {
 		v.Outcome = append(v.Outcome, fact{"reboots", strconv.Itoa(s.Reboots) + " (the timeline is the last boot's)"})
 	}
-	if t, ok := s.PhasesNS[vmm.PhaseTotal]; ok {
+	if t, ok := s.PhasesNS[runsummary.PhaseTotal]; ok {
 		v.Outcome = append(v.Outcome, fact{"total", ms(float64(t))})
 	}
 	v.Outcome = append(v.Outcome,
@@ -243,13 +243,13 @@ func orDash(s string) string {
 	return s
 }
 
-func newPhaseChart(s *vmm.Summary) phaseChart {
-	// Where each phase starts comes from the moments vmm computes them
-	// from (-1: not placed, a table row only).
+func newPhaseChart(s *runsummary.Summary) phaseChart {
+	// Where each phase starts comes from the moments its duration was
+	// computed from (runsummary.Moments) (-1: not placed, a table row only).
 	mo := s.Moments()
 	start := func(name string) float64 { return float64(mo.PhaseStart(name)) }
 	names := slices.Collect(maps.Keys(s.PhasesNS))
-	vmm.SortPhases(names)
+	runsummary.SortPhases(names)
 	hi := float64(mo.End)
 	for _, n := range names {
 		if st := start(n); st >= 0 {
@@ -314,7 +314,7 @@ func newPhaseChart(s *vmm.Summary) phaseChart {
 	return c
 }
 
-func newVCPUChart(s *vmm.Summary) vcpuChart {
+func newVCPUChart(s *runsummary.Summary) vcpuChart {
 	var c vcpuChart
 	n := s.CPUs
 	if n == 0 {
@@ -394,7 +394,7 @@ func pct(xs []float64, q float64) float64 {
 	return xs[min(max(i, 0), len(xs)-1)]
 }
 
-func newHeatChart(h *vmm.ExitHeat) *heatChart {
+func newHeatChart(h *runsummary.ExitHeat) *heatChart {
 	if h == nil || h.BucketNS <= 0 || len(h.Counts) == 0 {
 		return nil
 	}

@@ -8,24 +8,24 @@ import (
 
 	"github.com/mvm-dev/mvm/bench"
 	"github.com/mvm-dev/mvm/exits"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // synthRun is a run result shaped like a real one: vCPU 0 starts, the
 // secondaries get CPU_ON one after another, each enters a little later,
 // with a heat map and a profile. Seeded, so tests are repeatable.
-func synthRun(t testing.TB, n int, seed uint64) *vmm.Summary {
+func synthRun(t testing.TB, n int, seed uint64) *runsummary.Summary {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	ms := func(x float64) int64 { return int64(x * 1e6) }
 	first := ms(40 + rng.Float64()*5)
-	s := &vmm.Summary{
-		Exit: vmm.ExitPowerOff, PSCI: vmm.PSCIUser, CPUs: n,
-		PhasesNS:  map[string]int64{vmm.PhaseVMMSetup: first},
+	s := &runsummary.Summary{
+		Exit: runsummary.ExitPowerOff, PSCI: runsummary.PSCIUser, CPUs: n,
+		PhasesNS:  map[string]int64{runsummary.PhaseVMMSetup: first},
 		ConsoleNS: map[string]int64{},
-		Memory:    vmm.MemorySummary{RSS: 40 << 20, GuestResident: 8 << 20, Overhead: 32 << 20, PrivateOverhead: 20 << 20},
-		Config:    &vmm.RunConfig{Kernel: "/src/linux", KernelFormat: vmm.FormatImageGzip, KernelTree: "/src/linux", Cmdline: "console=ttyS0 <b>&amp;", CPUs: n, Memory: 512 << 20, PSCI: vmm.PSCIUser, Profile: true},
-		Host:      &vmm.Host{OS: "linux", Arch: "arm64", Kernel: "6.12.0", CPUs: 2, Hostname: "lab"},
+		Memory:    runsummary.MemorySummary{RSS: 40 << 20, GuestResident: 8 << 20, Overhead: 32 << 20, PrivateOverhead: 20 << 20},
+		Config:    &runsummary.RunConfig{Kernel: "/src/linux", KernelFormat: "Image.gz", KernelTree: "/src/linux", Cmdline: "console=ttyS0 <b>&amp;", CPUs: n, Memory: 512 << 20, PSCI: runsummary.PSCIUser, Profile: true},
+		Host:      &runsummary.Host{OS: "linux", Arch: "arm64", Kernel: "6.12.0", CPUs: 2, Hostname: "lab"},
 	}
 	at := first + ms(3)
 	var firstOn, lastIn int64 = -1, -1
@@ -47,20 +47,20 @@ func synthRun(t testing.TB, n int, seed uint64) *vmm.Summary {
 		s.CPUOnNS, s.ResetNS, s.EnteredNS = append(s.CPUOnNS, on), append(s.ResetNS, rs), append(s.EnteredNS, in)
 	}
 	end := at + ms(20)
-	s.PhasesNS[vmm.PhaseTotal] = end
+	s.PhasesNS[runsummary.PhaseTotal] = end
 	if n > 1 {
-		s.PhasesNS[vmm.PhaseBootToSMP] = firstOn - first
-		s.PhasesNS[vmm.PhaseSecondaries] = lastIn - firstOn
+		s.PhasesNS[runsummary.PhaseBootToSMP] = firstOn - first
+		s.PhasesNS[runsummary.PhaseSecondaries] = lastIn - firstOn
 	}
-	s.MarksNS = []vmm.MarkSummary{{Code: 0x40, AtNS: first + ms(1)}, {Code: 0x41, AtNS: end - ms(5)}}
-	s.PhasesNS[vmm.PhaseKernelToUser] = end - ms(5) - first
+	s.MarksNS = []runsummary.MarkSummary{{Code: 0x40, AtNS: first + ms(1)}, {Code: 0x41, AtNS: end - ms(5)}}
+	s.PhasesNS[runsummary.PhaseKernelToUser] = end - ms(5) - first
 	if n > 1 {
 		s.ConsoleNS["smp"] = lastIn + ms(2)
-		s.PhasesNS[vmm.PhaseSMPConsole] = lastIn + ms(2) - first
+		s.PhasesNS[runsummary.PhaseSMPConsole] = lastIn + ms(2) - first
 	}
 
 	const bucket = int64(time.Millisecond)
-	heat := &vmm.ExitHeat{BucketNS: bucket}
+	heat := &runsummary.ExitHeat{BucketNS: bucket}
 	for i := 0; i < n; i++ {
 		row := make([]uint64, end/bucket+1)
 		for b := s.EnteredNS[i] / bucket; b < int64(len(row)); b += 1 + int64(rng.IntN(4)) {
@@ -113,12 +113,12 @@ func synthBench(t testing.TB, seed uint64) *bench.Report {
 				base := 300e6 * (1 + 0.2*float64(n-1)) * scale
 				r := bench.Run{Seq: seq, Round: round, Warmup: round == 0, Variant: v.Name, CPUs: n, Status: bench.StatusOK,
 					PhasesNS: map[string]int64{
-						vmm.PhaseVMMSetup:     int64(20e6 * (1 + rng.Float64()*0.05)),
-						vmm.PhaseKernelToUser: int64(base * (1 + rng.Float64()*0.03)),
-						vmm.PhaseTotal:        int64((base + 60e6) * (1 + rng.Float64()*0.03)),
+						runsummary.PhaseVMMSetup:     int64(20e6 * (1 + rng.Float64()*0.05)),
+						runsummary.PhaseKernelToUser: int64(base * (1 + rng.Float64()*0.03)),
+						runsummary.PhaseTotal:        int64((base + 60e6) * (1 + rng.Float64()*0.03)),
 					}}
 				if n > 1 {
-					r.PhasesNS[vmm.PhaseSecondaries] = int64(5e6 * float64(n) * (1 + rng.Float64()*0.1))
+					r.PhasesNS[runsummary.PhaseSecondaries] = int64(5e6 * float64(n) * (1 + rng.Float64()*0.1))
 				}
 				r.Profile = &exits.Report{Rows: []exits.Row{
 					{Source: exits.SourceUserspace, VCPU: exits.TotalVCPU, Reason: "MMIO/uart", Count: uint64(100 + vi*40), TimeNS: 1e6},
@@ -136,6 +136,6 @@ func synthBench(t testing.TB, seed uint64) *bench.Report {
 		t.Fatal(err)
 	}
 	return &bench.Report{Format: bench.ReportFormat, Started: time.Unix(1764000000, 0), Finished: time.Unix(1764000600, 0),
-		Host:   vmm.Host{OS: "linux", Arch: "arm64", Kernel: "6.12", CPUs: 2, Hostname: "lab"},
+		Host:   runsummary.Host{OS: "linux", Arch: "arm64", Kernel: "6.12", CPUs: 2, Hostname: "lab"},
 		Config: bench.Config{Runs: 5, Warmup: 1, Quiet: true, Timeout: "10m", Variants: vs}, Runs: runs, Analysis: an}
 }

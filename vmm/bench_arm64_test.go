@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/internal/kvm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // mmioExits is MMIO_COUNT in guest/payloads/mmio.s.
@@ -48,13 +49,13 @@ func BenchmarkMMIOExit(b *testing.B) {
 }
 
 func timeMVM(b *testing.B, payload string) float64 {
-	m, err := New(Config{Kernel: payload, CPUs: 1, Memory: 64 << 20, PSCI: PSCIKernel, OnReset: ResetExit})
+	m, err := New(Config{Kernel: payload, CPUs: 1, Memory: 64 << 20, PSCI: runsummary.PSCIKernel, OnReset: ResetExit})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Close()
 	res, err := m.Run(context.Background())
-	if err != nil || res.Exit != ExitPowerOff {
+	if err != nil || res.Exit != runsummary.ExitPowerOff {
 		b.Fatalf("mvm run: %v %v", res.Exit, err)
 	}
 	// From just before the vCPU's first KVM_RUN to the VM's exit (the

@@ -5,32 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/mvm-dev/mvm/runsummary"
 )
-
-// PSCIMode selects who answers the guest's PSCI calls.
-type PSCIMode string
-
-const (
-	// PSCIAuto picks PSCIUser when the host has the SMCCC filter, else
-	// PSCIKernel.
-	PSCIAuto PSCIMode = "auto"
-	// PSCIUser forwards the PSCI ranges to mvm (Linux 6.4+ SMCCC filter).
-	PSCIUser PSCIMode = "user"
-	// PSCIKernel lets KVM's in-kernel PSCI answer.
-	PSCIKernel PSCIMode = "kernel"
-)
-
-// ParsePSCIMode checks a --psci value.
-func ParsePSCIMode(s string) (PSCIMode, error) {
-	switch m := PSCIMode(s); m {
-	case PSCIAuto, PSCIUser, PSCIKernel:
-		return m, nil
-	}
-	return "", fmt.Errorf("unknown PSCI mode %q: use auto, user or kernel", s)
-}
 
 // ResetAction is what a guest SYSTEM_RESET does.
 type ResetAction string
@@ -71,13 +49,10 @@ func ParseSerial(s string) (Serial, error) {
 	return "", fmt.Errorf("unknown UART %q: use 8250 (ttyS0, the default) or pl011 (ttyAMA0)", s)
 }
 
-// Limits of the configuration that do not depend on the host.
-const (
-	MinMemory = 16 << 20 // room for a payload, the DTB and the stack it needs
-	// MaxCPUs is the most vCPUs the memory map has redistributor room for;
-	// the host's KVM_CAP_MAX_VCPUS may allow fewer.
-	MaxCPUs = 512
-)
+// MinMemory is the least guest RAM: room for a payload, the DTB and the
+// stack it needs. (The other limit that does not depend on the host is
+// runsummary.MaxCPUs.)
+const MinMemory = 16 << 20
 
 // Config describes one VM. The CLI fills it from flags.
 type Config struct {
@@ -86,7 +61,7 @@ type Config struct {
 	Cmdline string
 	CPUs    int
 	Memory  uint64 // bytes
-	PSCI    PSCIMode
+	PSCI    runsummary.PSCIMode
 	OnReset ResetAction
 	// PMU gives every vCPU KVM's PMUv3 (--pmu); New fails where the host
 	// lacks KVM_CAP_ARM_PMU_V3.
@@ -149,8 +124,8 @@ func (c *Config) Validate() error {
 	if c.CPUs < 1 {
 		return fmt.Errorf("--cpus %d: a VM needs at least 1 vCPU", c.CPUs)
 	}
-	if c.CPUs > MaxCPUs {
-		return fmt.Errorf("--cpus %d: mvm supports at most %d vCPUs", c.CPUs, MaxCPUs)
+	if c.CPUs > runsummary.MaxCPUs {
+		return fmt.Errorf("--cpus %d: mvm supports at most %d vCPUs", c.CPUs, runsummary.MaxCPUs)
 	}
 	if c.Memory < MinMemory {
 		return fmt.Errorf("--memory %s is too small: mvm needs at least %s", FormatSize(c.Memory), FormatSize(MinMemory))
@@ -161,7 +136,7 @@ func (c *Config) Validate() error {
 	if c.Memory%PageSize != 0 {
 		return fmt.Errorf("--memory %s is not a multiple of 64 KiB", FormatSize(c.Memory))
 	}
-	if _, err := ParsePSCIMode(string(c.PSCI)); err != nil {
+	if _, err := runsummary.ParsePSCIMode(string(c.PSCI)); err != nil {
 		return fmt.Errorf("--psci: %w", err)
 	}
 	if _, err := ParseResetAction(string(c.OnReset)); err != nil {
@@ -178,41 +153,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	return c.validateVirtio()
-}
-
-// ParseSize parses a memory size: a number of bytes, or a number with a
-// K, M, G or T suffix (powers of 1024; "KiB", "MB", "g" all accepted).
-func ParseSize(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	if t == "" {
-		return 0, errors.New("empty size: use e.g. 512M or 2G")
-	}
-	u := strings.ToUpper(t)
-	u = strings.TrimSuffix(strings.TrimSuffix(u, "IB"), "B")
-	shift := 0
-	if n := len(u); n > 0 {
-		switch u[n-1] {
-		case 'K':
-			shift = 10
-		case 'M':
-			shift = 20
-		case 'G':
-			shift = 30
-		case 'T':
-			shift = 40
-		}
-		if shift != 0 {
-			u = u[:n-1]
-		}
-	}
-	v, err := strconv.ParseUint(u, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad size %q: use a whole number with an optional K, M, G or T suffix, e.g. 512M", s)
-	}
-	if v > (^uint64(0))>>shift {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return v << shift, nil
 }
 
 // FormatSize renders a byte count in the largest exact binary unit.

@@ -8,11 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// ConsoleMarkSMP is the built-in console marker: the kernel's line
-// "smp: Brought up N nodes, M CPUs" after secondary bring-up.
-const ConsoleMarkSMP = "smp"
+	"github.com/mvm-dev/mvm/runsummary"
+)
 
 // ConsoleMarker names a regular expression matched against console lines.
 type ConsoleMarker struct {
@@ -35,7 +33,7 @@ func ParseConsoleMarker(s string) (ConsoleMarker, error) {
 
 // DefaultConsoleMarkers are always watched.
 func DefaultConsoleMarkers() []ConsoleMarker {
-	return []ConsoleMarker{{ConsoleMarkSMP, regexp.MustCompile(`smp: Brought up \d+ nodes?, \d+ CPUs?`)}}
+	return []ConsoleMarker{{runsummary.ConsoleMarkSMP, regexp.MustCompile(`smp: Brought up \d+ nodes?, \d+ CPUs?`)}}
 }
 
 // consoleWatcher passes console output through and records when each

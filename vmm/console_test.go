@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // Each marker records the first line it matches, written byte by byte as
@@ -40,11 +42,11 @@ func TestConsoleWatcherMarks(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{ConsoleMarkSMP: 2, "init": 3, "done": 4}
+	want := map[string]int{runsummary.ConsoleMarkSMP: 2, "init": 3, "done": 4}
 	if !maps.Equal(seen, want) {
 		t.Errorf("first matching line per marker %v, want %v", seen, want)
 	}
-	if got := slices.Sorted(maps.Keys(c.marks())); !slices.Equal(got, []string{"done", "init", ConsoleMarkSMP}) {
+	if got := slices.Sorted(maps.Keys(c.marks())); !slices.Equal(got, []string{"done", "init", runsummary.ConsoleMarkSMP}) {
 		t.Errorf("marks %v", got)
 	}
 }

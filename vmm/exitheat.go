@@ -2,28 +2,17 @@ package vmm
 
 import (
 	"time"
+
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // The exit heat map: every vCPU's KVM_RUN returns counted in time buckets
 // from the VMM start, so a report can draw when each vCPU exited, without
 // keeping one record per exit.
 
-// HeatBuckets bounds the buckets per vCPU. A run starts with buckets of
-// heatFirstWidth and doubles their width (merging neighbours) whenever an
-// exit falls past the last one, so a run of any length fits and the
-// resolution is always at least 1/HeatBuckets of the run.
-const HeatBuckets = 256
-
+// heatFirstWidth is a run's first bucket width; rows widen from it to fit
+// the run in runsummary.HeatBuckets buckets.
 const heatFirstWidth = time.Millisecond
-
-// ExitHeat is the heat map in Result and Summary: Counts[vcpu][bucket] is
-// the number of userspace exits (KVM_RUN returns, EINTR included) of that
-// vCPU in [bucket*BucketNS, (bucket+1)*BucketNS) from the VMM start.
-// Trailing buckets with no exit on any vCPU are left out.
-type ExitHeat struct {
-	BucketNS int64      `json:"bucket_ns"`
-	Counts   [][]uint64 `json:"counts"`
-}
 
 // exitHeat is the recorder: each row is written only by its vCPU's thread
 // and read after every vCPU loop has stopped.
@@ -34,7 +23,7 @@ type exitHeat struct {
 
 type heatRow struct {
 	width  time.Duration
-	counts [HeatBuckets]uint64
+	counts [runsummary.HeatBuckets]uint64
 }
 
 func newExitHeat(origin time.Time, ncpu int) *exitHeat {
@@ -57,7 +46,7 @@ func (r *heatRow) add(off time.Duration) {
 	if off < 0 {
 		off = 0
 	}
-	for off >= r.width*HeatBuckets {
+	for off >= r.width*runsummary.HeatBuckets {
 		r.widen()
 	}
 	r.counts[off/r.width]++
@@ -65,16 +54,16 @@ func (r *heatRow) add(off time.Duration) {
 
 // widen doubles the bucket width, summing each pair of buckets.
 func (r *heatRow) widen() {
-	for i := 0; i < HeatBuckets/2; i++ {
+	for i := 0; i < runsummary.HeatBuckets/2; i++ {
 		r.counts[i] = r.counts[2*i] + r.counts[2*i+1]
 	}
-	clear(r.counts[HeatBuckets/2:])
+	clear(r.counts[runsummary.HeatBuckets/2:])
 	r.width *= 2
 }
 
 // result brings every row to the widest row's bucket width and trims the
 // empty tail; nil when nothing was counted.
-func (h *exitHeat) result() *ExitHeat {
+func (h *exitHeat) result() *runsummary.ExitHeat {
 	if h == nil || len(h.rows) == 0 {
 		return nil
 	}
@@ -98,7 +87,7 @@ func (h *exitHeat) result() *ExitHeat {
 	if used == 0 {
 		return nil
 	}
-	out := &ExitHeat{BucketNS: int64(width), Counts: make([][]uint64, len(rows))}
+	out := &runsummary.ExitHeat{BucketNS: int64(width), Counts: make([][]uint64, len(rows))}
 	for i := range rows {
 		out.Counts[i] = append([]uint64(nil), rows[i].counts[:used]...)
 	}

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // TestExitHeatConserves: however the exits are spread over time and
@@ -31,8 +33,8 @@ func TestExitHeatConserves(t *testing.T) {
 		}
 		for id := range ncpu {
 			row := got.Counts[id]
-			if len(row) > HeatBuckets {
-				t.Errorf("span %v vCPU %d: %d buckets, more than %d", span, id, len(row), HeatBuckets)
+			if len(row) > runsummary.HeatBuckets {
+				t.Errorf("span %v vCPU %d: %d buckets, more than %d", span, id, len(row), runsummary.HeatBuckets)
 			}
 			want := make([]uint64, len(row))
 			for _, off := range offs[id] {
@@ -50,7 +52,7 @@ func TestExitHeatConserves(t *testing.T) {
 		}
 		// The buckets are as fine as the bound allows: half the width
 		// would not have held the last exit.
-		if got.BucketNS > int64(heatFirstWidth) && int64(span) < got.BucketNS/2*HeatBuckets/2 {
+		if got.BucketNS > int64(heatFirstWidth) && int64(span) < got.BucketNS/2*runsummary.HeatBuckets/2 {
 			t.Errorf("span %v: bucket width %v is coarser than needed", span, time.Duration(got.BucketNS))
 		}
 	}

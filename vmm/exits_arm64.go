@@ -8,6 +8,7 @@ import (
 
 	"github.com/mvm-dev/mvm/exits/userspace"
 	"github.com/mvm-dev/mvm/internal/kvm"
+	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vcpu"
 )
 
@@ -24,7 +25,7 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 	}
 	if c := &m.timeline.CPUs[v.ID]; c.Entered.IsZero() {
 		c.Entered, c.Woken, c.Reset = now, v.Woken, v.Reset
-		if v.ID != 0 && m.psci == PSCIUser {
+		if v.ID != 0 && m.psci == runsummary.PSCIUser {
 			c.CPUOnExit, c.CPUOn = v.LastOn.Exited, v.LastOn.Issued
 		}
 	}
@@ -73,11 +74,11 @@ func (m *VM) SystemEvent(v *vcpu.VCPU, typ uint32, data []uint64) vcpu.Next {
 	v.ExitKey = m.prof.systemEventKey(typ)
 	switch typ {
 	case kvm.SystemEventShutdown:
-		m.end(ExitPowerOff, nil)
+		m.end(runsummary.ExitPowerOff, nil)
 	case kvm.SystemEventReset:
-		m.end(ExitReset, nil)
+		m.end(runsummary.ExitReset, nil)
 	case kvm.SystemEventCrash:
-		m.end(ExitCrash, fmt.Errorf("guest reported a crash on vCPU %d (system event data %#x)", v.ID, data))
+		m.end(runsummary.ExitCrash, fmt.Errorf("guest reported a crash on vCPU %d (system event data %#x)", v.ID, data))
 	default:
 		// WAKEUP and SUSPEND: resume the guest, as a VMM that does not
 		// implement system suspend must.

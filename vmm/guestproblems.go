@@ -1,13 +1,17 @@
 package vmm
 
-import "github.com/mvm-dev/mvm/exits/metrics"
+import (
+	"github.com/mvm-dev/mvm/exits/metrics"
+
+	"github.com/mvm-dev/mvm/runsummary"
+)
 
 // guestProblems is what mvm has counted of a guest's misbehaviour so far:
 // the numbers --result-json calls unmapped_accesses, unknown_smccc_calls,
 // psci_rejected and virtio_problems, for the metrics endpoint.
 type guestProblems struct {
 	unmapped, unknownSMCCC, virtio uint64
-	psciRejected                   []PSCIRejection
+	psciRejected                   []runsummary.PSCIRejection
 }
 
 // families returns g as Prometheus counters. The rejected PSCI calls are

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 const (
@@ -56,7 +58,7 @@ func TestRAMRegionsAvoidDevices(t *testing.T) {
 		"UART":               {UARTBase, UARTSize},
 		"marker":             {MarkerBase, MarkerSize},
 		"RTC":                {RTCBase, RTCSize},
-		"GIC redistributors": {GICRedistBase, MaxCPUs * GICRedistSize},
+		"GIC redistributors": {GICRedistBase, runsummary.MaxCPUs * GICRedistSize},
 		// hype's virtio-mmio bus: 4 KiB per device from 0xd000_0000.
 		"virtio-mmio": {VirtioBase, 256 * 0x1000},
 	}

@@ -3,9 +3,10 @@ package vmm
 import (
 	"encoding/json"
 	"maps"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // t0 is the tests' VMM start; at is a time ms milliseconds after it.
@@ -32,7 +33,7 @@ func fullTimeline() Timeline {
 			{CPUOn: at(110), Entered: at(160)},
 		},
 		UserspaceMark: at(410),
-		ConsoleMarks:  map[string]time.Time{ConsoleMarkSMP: at(180), "init": at(300)},
+		ConsoleMarks:  map[string]time.Time{runsummary.ConsoleMarkSMP: at(180), "init": at(300)},
 		End:           at(500),
 	}
 }
@@ -46,32 +47,32 @@ func TestTimelinePhases(t *testing.T) {
 		want map[string]int64
 	}{
 		{"every phase", func(*Timeline) {}, map[string]int64{
-			PhaseVMMSetup: 10, PhaseBootToSMP: 100, PhaseSecondaries: 50, PhaseSecondariesConsole: 70,
-			PhaseSMPConsole: 170, "console:init": 290, PhaseKernelToUser: 400, PhaseTotal: 500}},
+			runsummary.PhaseVMMSetup: 10, runsummary.PhaseBootToSMP: 100, runsummary.PhaseSecondaries: 50, runsummary.PhaseSecondariesConsole: 70,
+			runsummary.PhaseSMPConsole: 170, "console:init": 290, runsummary.PhaseKernelToUser: 400, runsummary.PhaseTotal: 500}},
 		{"one vCPU, quiet, no marker", func(tl *Timeline) {
 			tl.CPUs, tl.ConsoleMarks, tl.UserspaceMark = tl.CPUs[:1], nil, time.Time{}
-		}, map[string]int64{PhaseVMMSetup: 10, PhaseTotal: 500}},
+		}, map[string]int64{runsummary.PhaseVMMSetup: 10, runsummary.PhaseTotal: 500}},
 		// KVM's PSCI: mvm sees no CPU_ON, but the console line still comes.
 		{"PSCI in KVM", func(tl *Timeline) {
 			for i := 1; i < len(tl.CPUs); i++ {
 				tl.CPUs[i] = CPUTimeline{}
 			}
-		}, map[string]int64{PhaseVMMSetup: 10, PhaseSMPConsole: 170, "console:init": 290, PhaseKernelToUser: 400, PhaseTotal: 500}},
+		}, map[string]int64{runsummary.PhaseVMMSetup: 10, runsummary.PhaseSMPConsole: 170, "console:init": 290, runsummary.PhaseKernelToUser: 400, runsummary.PhaseTotal: 500}},
 		// A secondary that never came up: no secondaries, but the first
 		// CPU_ON still ends boot_to_smp.
 		{"a secondary missing", func(tl *Timeline) { tl.CPUs[1] = CPUTimeline{} }, map[string]int64{
-			PhaseVMMSetup: 10, PhaseBootToSMP: 100, PhaseSecondariesConsole: 70,
-			PhaseSMPConsole: 170, "console:init": 290, PhaseKernelToUser: 400, PhaseTotal: 500}},
+			runsummary.PhaseVMMSetup: 10, runsummary.PhaseBootToSMP: 100, runsummary.PhaseSecondariesConsole: 70,
+			runsummary.PhaseSMPConsole: 170, "console:init": 290, runsummary.PhaseKernelToUser: 400, runsummary.PhaseTotal: 500}},
 		// A console line before the first KVM_RUN (the previous boot's,
 		// say) and a user marker before it: not phases.
 		{"backwards", func(tl *Timeline) {
 			tl.ConsoleMarks["init"], tl.UserspaceMark = at(5), at(8)
 		}, map[string]int64{
-			PhaseVMMSetup: 10, PhaseBootToSMP: 100, PhaseSecondaries: 50, PhaseSecondariesConsole: 70,
-			PhaseSMPConsole: 170, PhaseTotal: 500}},
+			runsummary.PhaseVMMSetup: 10, runsummary.PhaseBootToSMP: 100, runsummary.PhaseSecondaries: 50, runsummary.PhaseSecondariesConsole: 70,
+			runsummary.PhaseSMPConsole: 170, runsummary.PhaseTotal: 500}},
 		{"still running", func(tl *Timeline) { tl.End = time.Time{} }, map[string]int64{
-			PhaseVMMSetup: 10, PhaseBootToSMP: 100, PhaseSecondaries: 50, PhaseSecondariesConsole: 70,
-			PhaseSMPConsole: 170, "console:init": 290, PhaseKernelToUser: 400}},
+			runsummary.PhaseVMMSetup: 10, runsummary.PhaseBootToSMP: 100, runsummary.PhaseSecondaries: 50, runsummary.PhaseSecondariesConsole: 70,
+			runsummary.PhaseSMPConsole: 170, "console:init": 290, runsummary.PhaseKernelToUser: 400}},
 	} {
 		tl := fullTimeline()
 		c.mod(&tl)
@@ -95,7 +96,7 @@ func TestSummaryMomentsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Summary
+	var back runsummary.Summary
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +107,8 @@ func TestSummaryMomentsAgree(t *testing.T) {
 	if got, want := fromFile.Phases(), fromTimeline.Phases(); !maps.Equal(got, want) {
 		t.Errorf("phases from the file %v, from the timeline %v", msPhases(got), msPhases(want))
 	}
-	wantStart := map[string]int{PhaseVMMSetup: 0, PhaseTotal: 0, PhaseBootToSMP: 10, PhaseSMPConsole: 10,
-		PhaseKernelToUser: 10, "console:init": 10, PhaseSecondaries: 110, PhaseSecondariesConsole: 110}
+	wantStart := map[string]int{runsummary.PhaseVMMSetup: 0, runsummary.PhaseTotal: 0, runsummary.PhaseBootToSMP: 10, runsummary.PhaseSMPConsole: 10,
+		runsummary.PhaseKernelToUser: 10, "console:init": 10, runsummary.PhaseSecondaries: 110, runsummary.PhaseSecondariesConsole: 110}
 	for name := range back.PhasesNS {
 		w, ok := wantStart[name]
 		if !ok {
@@ -123,15 +124,6 @@ func TestSummaryMomentsAgree(t *testing.T) {
 	}
 	if fromFile.PhaseStart("nope") != -1 || fromFile.PhaseStart("console:never") != -1 {
 		t.Errorf("a phase the boot does not have has a start")
-	}
-}
-
-func TestSortPhases(t *testing.T) {
-	ps := []string{"process_cpu", PhaseTotal, "console:b", "process_wall", PhaseSMPConsole, "console:a", PhaseVMMSetup, PhaseSecondariesConsole, PhaseSecondaries}
-	SortPhases(ps, "process_wall", "process_cpu")
-	want := []string{PhaseVMMSetup, PhaseSecondaries, PhaseSecondariesConsole, PhaseSMPConsole, PhaseTotal, "console:a", "console:b", "process_wall", "process_cpu"}
-	if !slices.Equal(ps, want) {
-		t.Errorf("sorted %v, want %v", ps, want)
 	}
 }
 
@@ -153,7 +145,7 @@ func FuzzPhases(f *testing.F) {
 			UserspaceMark: tm(user), End: tm(end),
 			ConsoleMarks: map[string]time.Time{}}
 		if smp >= 0 {
-			tl.ConsoleMarks[ConsoleMarkSMP] = tm(smp)
+			tl.ConsoleMarks[runsummary.ConsoleMarkSMP] = tm(smp)
 		}
 		if mark >= 0 {
 			tl.ConsoleMarks["m"] = tm(mark)

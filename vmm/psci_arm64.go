@@ -10,6 +10,7 @@ import (
 
 	"github.com/mvm-dev/mvm/exits/userspace"
 	"github.com/mvm-dev/mvm/psci"
+	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vcpu"
 )
 
@@ -48,7 +49,7 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 	for i := 1; i <= psci.Args(fid); i++ {
 		var err error
 		if x[i], err = v.X(i); err != nil {
-			m.end(ExitFault, fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err))
+			m.end(runsummary.ExitFault, fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err))
 			return vcpu.Halt
 		}
 	}
@@ -80,7 +81,7 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 	// PSCI returns its result in X0 only; SMCCC lets X1-X3 be anything
 	// after such a call, so they are not written (three ioctls saved).
 	if err := v.SetX(0, r.X0); err != nil {
-		m.end(ExitFault, fmt.Errorf("vCPU %d: write X0 for PSCI call %s: %w", v.ID, psci.Name(fid), err))
+		m.end(runsummary.ExitFault, fmt.Errorf("vCPU %d: write X0 for PSCI call %s: %w", v.ID, psci.Name(fid), err))
 		return vcpu.Halt
 	}
 	switch r.Action {
@@ -88,10 +89,10 @@ func (m *VM) Hypercall(v *vcpu.VCPU, fid uint32, smc bool) vcpu.Next {
 		m.prof.rec[v.ID].SetState(userspace.StateOff)
 		return vcpu.PowerOff
 	case psci.ActionSystemOff:
-		m.end(ExitPowerOff, nil)
+		m.end(runsummary.ExitPowerOff, nil)
 		return vcpu.Halt
 	case psci.ActionSystemReset:
-		m.end(ExitReset, nil)
+		m.end(runsummary.ExitReset, nil)
 		return vcpu.Halt
 	case psci.ActionSuspend:
 		// Re-entering at once is a correct (early) wake-up.

@@ -6,17 +6,8 @@ import (
 	"sync"
 
 	"github.com/mvm-dev/mvm/psci"
+	"github.com/mvm-dev/mvm/runsummary"
 )
-
-// PSCIRejection counts the PSCI calls of one function that were refused
-// for their arguments with one result (psci.Result.Rejected): CPU_ON to
-// an MPIDR no vCPU has (INVALID_PARAMETERS), an entry point outside RAM
-// or misaligned (INVALID_ADDRESS), and the like.
-type PSCIRejection struct {
-	Function string `json:"function"` // psci.Name: the same for SMC32 and SMC64
-	Result   string `json:"result"`   // the PSCI return code's name
-	Count    uint64 `json:"count"`
-}
 
 // psciRejects counts refused PSCI calls by function and result. The keys
 // are bounded (psci.Name has at most 64 unknown names, and only a few
@@ -45,21 +36,21 @@ func (p *psciRejects) add(fid uint32, s psci.Status) (first bool) {
 }
 
 // counts returns the counts so far, sorted by function and result.
-func (p *psciRejects) counts() []PSCIRejection {
+func (p *psciRejects) counts() []runsummary.PSCIRejection {
 	p.mu.Lock()
-	out := make([]PSCIRejection, 0, len(p.n))
+	out := make([]runsummary.PSCIRejection, 0, len(p.n))
 	for k, n := range p.n {
-		out = append(out, PSCIRejection{Function: k.fn, Result: k.status.String(), Count: n})
+		out = append(out, runsummary.PSCIRejection{Function: k.fn, Result: k.status.String(), Count: n})
 	}
 	p.mu.Unlock()
-	slices.SortFunc(out, func(a, b PSCIRejection) int {
+	slices.SortFunc(out, func(a, b runsummary.PSCIRejection) int {
 		return cmp.Or(cmp.Compare(a.Function, b.Function), cmp.Compare(a.Result, b.Result))
 	})
 	return out
 }
 
 // totalRejected sums counts.
-func totalRejected(rs []PSCIRejection) (n uint64) {
+func totalRejected(rs []runsummary.PSCIRejection) (n uint64) {
 	for _, r := range rs {
 		n += r.Count
 	}

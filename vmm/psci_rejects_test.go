@@ -12,6 +12,7 @@ import (
 
 	"github.com/mvm-dev/mvm/exits/metrics"
 	"github.com/mvm-dev/mvm/psci"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // Refused PSCI calls are counted by function (SMC32 and SMC64 IDs alike)
@@ -49,10 +50,10 @@ func TestPSCIRejectsCounted(t *testing.T) {
 	if n != 2 {
 		t.Errorf("%d keys logged, want 2", n)
 	}
-	want := []PSCIRejection{
-		{"AFFINITY_INFO", "INVALID_PARAMETERS", 80},
-		{"CPU_ON", "INVALID_ADDRESS", 800},
-		{"CPU_ON", "INVALID_PARAMETERS", 2},
+	want := []runsummary.PSCIRejection{
+		{Function: "AFFINITY_INFO", Result: "INVALID_PARAMETERS", Count: 80},
+		{Function: "CPU_ON", Result: "INVALID_ADDRESS", Count: 800},
+		{Function: "CPU_ON", Result: "INVALID_PARAMETERS", Count: 2},
 	}
 	got := p.counts()
 	if !slices.Equal(got, want) {
@@ -65,8 +66,8 @@ func TestPSCIRejectsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back struct {
-		Total uint64          `json:"psci_rejected_calls"`
-		By    []PSCIRejection `json:"psci_rejected"`
+		Total uint64                     `json:"psci_rejected_calls"`
+		By    []runsummary.PSCIRejection `json:"psci_rejected"`
 	}
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)

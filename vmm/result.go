@@ -6,23 +6,13 @@ import (
 
 	"github.com/mvm-dev/mvm/devices"
 	"github.com/mvm-dev/mvm/exits"
-)
-
-// ExitKind is how a VM run ended.
-type ExitKind string
-
-const (
-	ExitPowerOff ExitKind = "poweroff" // guest PSCI SYSTEM_OFF
-	ExitReset    ExitKind = "reset"    // guest SYSTEM_RESET with --on-reset exit
-	ExitCrash    ExitKind = "crash"    // guest reported a crash (system event)
-	ExitFault    ExitKind = "fault"    // a vCPU could not continue
-	ExitStopped  ExitKind = "stopped"  // the host stopped the VM (signal, context)
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // Result is what a VM run produced.
 type Result struct {
-	Exit ExitKind
-	// Err is why the guest stopped, for ExitFault and ExitCrash, as one
+	Exit runsummary.ExitKind
+	// Err is why the guest stopped, for runsummary.ExitFault and ExitCrash, as one
 	// line: a vCPU's fault names the vCPU, what happened and its PC and
 	// PSTATE (vcpu.FaultError), so a command can print it as it is.
 	Err      error
@@ -36,42 +26,26 @@ type Result struct {
 	// PSCIRejected counts the PSCI calls mvm refused for their arguments,
 	// by function and result (PSCI in userspace only; KVM's own PSCI
 	// answers are not seen).
-	PSCIRejected []PSCIRejection
+	PSCIRejected []runsummary.PSCIRejection
 	// VirtioProblems counts driver errors the virtio devices saw (each
 	// kind logged once).
 	VirtioProblems uint64
 	// PSCI is the PSCI mode the run used (user or kernel).
-	PSCI PSCIMode
+	PSCI runsummary.PSCIMode
 	// Memory is measured when the guest stops, before anything is freed.
 	Memory MemoryUse
 	// Profile is the exit profile (with Config.Profile), else nil.
 	Profile *exits.Report
 	// ExitHeat is every vCPU's userspace exits over time (nil if none).
-	ExitHeat *ExitHeat
+	ExitHeat *runsummary.ExitHeat
 	// Config is what ran, Host where.
-	Config RunConfig
-	Host   Host
-}
-
-// RunConfig is the part of Config a report shows: what was booted and how.
-type RunConfig struct {
-	Kernel string `json:"kernel"`
-	// KernelFormat and KernelTree are what mvm found at Kernel
-	// (Kernel.Format, Kernel.Tree).
-	KernelFormat string `json:"kernel_format,omitempty"`
-	KernelTree   string `json:"kernel_tree,omitempty"`
-	Initrd       string `json:"initrd,omitempty"`
-	Cmdline      string `json:"cmdline,omitempty"`
-	CPUs         int    `json:"cpus"`
-	Memory       uint64 `json:"memory_bytes"`
-	// PSCI is the mode asked for (Result.PSCI is the one used).
-	PSCI    PSCIMode `json:"psci"`
-	Profile bool     `json:"profile,omitempty"`
+	Config runsummary.RunConfig
+	Host   runsummary.Host
 }
 
 // RunConfig condenses the configuration for the result.
-func (c Config) RunConfig() RunConfig {
-	return RunConfig{Kernel: c.Kernel, Initrd: c.Initrd, Cmdline: c.Cmdline, CPUs: c.CPUs,
+func (c Config) RunConfig() runsummary.RunConfig {
+	return runsummary.RunConfig{Kernel: c.Kernel, Initrd: c.Initrd, Cmdline: c.Cmdline, CPUs: c.CPUs,
 		Memory: c.Memory, PSCI: c.PSCI, Profile: c.Profile}
 }
 
@@ -117,21 +91,16 @@ type Timeline struct {
 	UserspaceMark time.Time
 	// UserspaceFrom says where UserspaceMark came from: the marker
 	// (precise) or, without one, the first exit from a guest user address
-	// seen by the tracepoint profile (a late edge).
+	// seen by the tracepoint profile (a late edge);
+	// runsummary.UserspaceFromMarker or UserspaceFromFirstUserExit.
 	UserspaceFrom string
 	Marks         []devices.Mark
 	MarksDropped  uint64
 	// ConsoleMarks holds, per console marker name, when a console line
-	// first matched it (ConsoleMarkSMP is built in).
+	// first matched it (runsummary.ConsoleMarkSMP is built in).
 	ConsoleMarks map[string]time.Time
 	End          time.Time // VM exit
 }
-
-// Where Timeline.UserspaceMark came from.
-const (
-	UserspaceFromMarker        = "marker"
-	UserspaceFromFirstUserExit = "first_user_exit"
-)
 
 // CPUTimeline is one vCPU's bring-up. With PSCI in userspace a secondary's
 // CPU_ON path is timed step by step (docs/boot-phases.md, "The CPU_ON

@@ -3,6 +3,8 @@ package vmm
 import (
 	"strings"
 	"testing"
+
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 func TestParseDisk(t *testing.T) {
@@ -56,7 +58,7 @@ func TestParseNet(t *testing.T) {
 }
 
 func TestValidateVirtio(t *testing.T) {
-	c := Config{Kernel: "k", CPUs: 1, Memory: 64 << 20, PSCI: PSCIAuto, OnReset: ResetExit, RNG: true}
+	c := Config{Kernel: "k", CPUs: 1, Memory: 64 << 20, PSCI: runsummary.PSCIAuto, OnReset: ResetExit, RNG: true}
 	for range VirtioMax - 1 {
 		c.Disks = append(c.Disks, Disk{Path: "d"})
 	}

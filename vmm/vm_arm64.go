@@ -23,6 +23,7 @@ import (
 	"github.com/mvm-dev/mvm/exits/symbols"
 	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/psci"
+	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vcpu"
 )
 
@@ -30,7 +31,7 @@ import (
 type VM struct {
 	cfg  Config
 	log  *slog.Logger
-	psci PSCIMode // resolved: user or kernel
+	psci runsummary.PSCIMode // resolved: user or kernel
 
 	sys *os.File
 	vm  *hkvm.VM
@@ -69,7 +70,7 @@ type VM struct {
 }
 
 type endEvent struct {
-	kind ExitKind
+	kind runsummary.ExitKind
 	err  error
 }
 
@@ -243,20 +244,20 @@ func (m *VM) setupProfile() error {
 func (m *VM) setupPSCI() error {
 	has := kvm.HasSMCCCFilter(m.vm.File)
 	switch m.cfg.PSCI {
-	case PSCIUser:
+	case runsummary.PSCIUser:
 		if !has {
 			return errors.New("--psci user needs the SMCCC filter (Linux 6.4+ on the host); use --psci kernel or auto")
 		}
-		m.psci = PSCIUser
-	case PSCIKernel:
-		m.psci = PSCIKernel
+		m.psci = runsummary.PSCIUser
+	case runsummary.PSCIKernel:
+		m.psci = runsummary.PSCIKernel
 	default:
-		m.psci = PSCIKernel
+		m.psci = runsummary.PSCIKernel
 		if has {
-			m.psci = PSCIUser
+			m.psci = runsummary.PSCIUser
 		}
 	}
-	if m.psci != PSCIUser {
+	if m.psci != runsummary.PSCIUser {
 		return nil
 	}
 	for _, r := range psci.FilterRanges() {
@@ -285,7 +286,7 @@ func (m *VM) createVCPUs() error {
 			// (KVM refuses a KVM_ARM_VCPU_INIT with other features).
 			init.Features[0] |= 1 << kvm.FeaturePMUv3
 		}
-		if m.psci == PSCIKernel && id != 0 {
+		if m.psci == runsummary.PSCIKernel && id != 0 {
 			// KVM's PSCI keeps secondaries off until CPU_ON.
 			init.Features[0] |= 1 << kvm.FeaturePowerOff
 		}
@@ -320,7 +321,7 @@ func (m *VM) createVCPUs() error {
 		return first
 	}
 	m.timeline.CPUs = make([]CPUTimeline, len(m.cpus))
-	if m.psci == PSCIUser {
+	if m.psci == runsummary.PSCIUser {
 		mpidrs := make([]uint64, len(m.cpus))
 		for i, t := range m.cpus {
 			mpidrs[i] = t.v.MPIDR()
@@ -500,7 +501,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	for {
 		ev := m.boot(ctx)
 		res.Exit, res.Err = ev.kind, ev.err
-		if ev.kind == ExitReset && m.cfg.OnReset == ResetReboot && ctx.Err() == nil {
+		if ev.kind == runsummary.ExitReset && m.cfg.OnReset == ResetReboot && ctx.Err() == nil {
 			if err := m.reboot(); err != nil {
 				return res, err
 			}
@@ -521,10 +522,10 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 		now, mono := time.Now(), profile.MonotonicNS()
 		if at <= mono {
 			m.timeline.UserspaceMark = now.Add(-time.Duration(mono - at))
-			m.timeline.UserspaceFrom = UserspaceFromFirstUserExit
+			m.timeline.UserspaceFrom = runsummary.UserspaceFromFirstUserExit
 		}
 	} else if !m.timeline.UserspaceMark.IsZero() {
-		m.timeline.UserspaceFrom = UserspaceFromMarker
+		m.timeline.UserspaceFrom = runsummary.UserspaceFromMarker
 	}
 	m.timeline.End = end
 	res.Timeline = m.timeline
@@ -537,7 +538,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	g := m.guestProblems()
 	res.UnmappedAccesses, res.UnknownSMCCCCalls, res.PSCIRejected, res.VirtioProblems = g.unmapped, g.unknownSMCCC, g.psciRejected, g.virtio
 	res.ExitHeat = m.heat.result()
-	res.Config, res.Host = m.cfg.RunConfig(), CurrentHost()
+	res.Config, res.Host = m.cfg.RunConfig(), runsummary.CurrentHost()
 	res.Config.KernelFormat, res.Config.KernelTree = m.kernel.Format, m.kernel.Tree
 	return res, nil
 }
@@ -560,7 +561,7 @@ func (m *VM) boot(ctx context.Context) endEvent {
 	if !ended {
 		select {
 		case <-ctx.Done():
-			ev = endEvent{kind: ExitStopped, err: ctx.Err()}
+			ev = endEvent{kind: runsummary.ExitStopped, err: ctx.Err()}
 		case ev = <-m.events:
 		case err := <-done:
 			running--
@@ -573,7 +574,7 @@ func (m *VM) boot(ctx context.Context) endEvent {
 	}
 	// KVM always honours immediate_exit, so this wait is bounded.
 	for ; running > 0; running-- {
-		if err := <-done; err != nil && ev.kind != ExitFault {
+		if err := <-done; err != nil && ev.kind != runsummary.ExitFault {
 			m.log.Warn("vCPU stopped with an error", "err", err)
 		}
 	}
@@ -592,7 +593,7 @@ func (m *VM) boot(ctx context.Context) endEvent {
 func (m *VM) startLoops(stop chan struct{}, done chan error, running *int) (endEvent, bool) {
 	for _, t := range m.cpus[1:] {
 		var ready chan struct{}
-		if m.psci == PSCIKernel {
+		if m.psci == runsummary.PSCIKernel {
 			ready = make(chan struct{})
 			t.v.PowerOn(vcpu.PowerOnRequest{InitOnly: true, Ready: ready})
 		}
@@ -615,7 +616,7 @@ func (m *VM) startLoops(stop chan struct{}, done chan error, running *int) (endE
 
 func (m *VM) loopEnded(err error) endEvent {
 	if err != nil {
-		return endEvent{kind: ExitFault, err: err}
+		return endEvent{kind: runsummary.ExitFault, err: err}
 	}
 	// A loop ended cleanly without an event only when a handler halted
 	// it, which always posts the event first.
@@ -623,12 +624,12 @@ func (m *VM) loopEnded(err error) endEvent {
 	case ev := <-m.events:
 		return ev
 	default:
-		return endEvent{kind: ExitFault, err: errors.New("a vCPU stopped without a reason")}
+		return endEvent{kind: runsummary.ExitFault, err: errors.New("a vCPU stopped without a reason")}
 	}
 }
 
 // end records the first guest-initiated end of the run.
-func (m *VM) end(kind ExitKind, err error) {
+func (m *VM) end(kind runsummary.ExitKind, err error) {
 	select {
 	case m.events <- endEvent{kind: kind, err: err}:
 	default:

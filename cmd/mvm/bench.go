@@ -17,6 +17,7 @@ import (
 
 	"github.com/mvm-dev/mvm/bench"
 	"github.com/mvm-dev/mvm/report"
+	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -357,7 +358,7 @@ func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Repor
 	}
 	return &bench.Report{
 		Format: bench.ReportFormat,
-		Host:   vmm.CurrentHost(),
+		Host:   runsummary.CurrentHost(),
 		Config: bench.Config{
 			Runs: f.runs, Warmup: f.warmup, Quiet: !f.verboseConsole, Timeout: f.timeout.String(),
 			CommonArgs: common, Variants: vs,

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/mvm-dev/mvm/bench"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 // fakeEnv makes this test binary act as mvm: `run` is a fake boot that
@@ -70,7 +70,7 @@ func fakeRun(args []string) int {
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 		select {
 		case s := <-sigs:
-			writeFake(opt["result-json"], vmm.Summary{Exit: vmm.ExitStopped, PhasesNS: map[string]int64{"vmm_setup": 1e6}})
+			writeFake(opt["result-json"], runsummary.Summary{Exit: runsummary.ExitStopped, PhasesNS: map[string]int64{"vmm_setup": 1e6}})
 			return 128 + int(s.(syscall.Signal))
 		case <-time.After(time.Minute):
 			return 1
@@ -83,36 +83,36 @@ func fakeRun(args []string) int {
 	}
 	cpus, _ := strconv.Atoi(opt["cpus"])
 	noise := func(ms float64) int64 { return int64(ms * 1e6 * (1 + 0.02*rand.NormFloat64())) }
-	s := vmm.Summary{Exit: vmm.ExitPowerOff, PSCI: vmm.PSCIUser, CPUs: cpus, PhasesNS: map[string]int64{}, ConsoleNS: map[string]int64{}}
+	s := runsummary.Summary{Exit: runsummary.ExitPowerOff, PSCI: runsummary.PSCIUser, CPUs: cpus, PhasesNS: map[string]int64{}, ConsoleNS: map[string]int64{}}
 	if opt["psci"] == "kernel" {
-		s.PSCI = vmm.PSCIKernel
+		s.PSCI = runsummary.PSCIKernel
 	}
 	setup := noise(5)
 	s.EnteredNS = append(s.EnteredNS, setup)
 	s.CPUOnNS = append(s.CPUOnNS, -1)
-	s.PhasesNS[vmm.PhaseVMMSetup] = setup
-	if cpus > 1 && s.PSCI == vmm.PSCIUser {
+	s.PhasesNS[runsummary.PhaseVMMSetup] = setup
+	if cpus > 1 && s.PSCI == runsummary.PSCIUser {
 		on := setup + noise(30)
 		for i := 1; i < cpus; i++ {
 			s.CPUOnNS = append(s.CPUOnNS, on+int64(i-1)*1e6)
 			s.EnteredNS = append(s.EnteredNS, on+int64(i)*1e6)
 		}
-		s.PhasesNS[vmm.PhaseBootToSMP] = on - setup
-		s.PhasesNS[vmm.PhaseSecondaries] = int64(cpus-1) * 1e6
+		s.PhasesNS[runsummary.PhaseBootToSMP] = on - setup
+		s.PhasesNS[runsummary.PhaseSecondaries] = int64(cpus-1) * 1e6
 		if !strings.Contains(" "+cmdline+" ", " quiet ") {
-			s.ConsoleNS[vmm.ConsoleMarkSMP] = on + int64(cpus)*1e6
+			s.ConsoleNS[runsummary.ConsoleMarkSMP] = on + int64(cpus)*1e6
 		}
 	}
 	k2u := noise(100 + delay)
-	s.PhasesNS[vmm.PhaseKernelToUser] = k2u
-	s.PhasesNS[vmm.PhaseTotal] = setup + k2u + noise(2)
-	s.MarksNS = []vmm.MarkSummary{{Code: 0x41, AtNS: setup + k2u}}
+	s.PhasesNS[runsummary.PhaseKernelToUser] = k2u
+	s.PhasesNS[runsummary.PhaseTotal] = setup + k2u + noise(2)
+	s.MarksNS = []runsummary.MarkSummary{{Code: 0x41, AtNS: setup + k2u}}
 	// The console phases, as mvm run computes them from its moments.
 	for k, v := range s.Moments().Phases() {
 		s.PhasesNS[k] = v
 	}
 	if kernel == "crash" {
-		s.Exit, s.Error = vmm.ExitFault, "vCPU 0: unhandled exception"
+		s.Exit, s.Error = runsummary.ExitFault, "vCPU 0: unhandled exception"
 		writeFake(opt["result-json"], s)
 		fmt.Fprintln(os.Stderr, "mvm: guest stopped: vCPU 0: unhandled exception")
 		return 1
@@ -124,7 +124,7 @@ func fakeRun(args []string) int {
 	return 0
 }
 
-func writeFake(path string, s vmm.Summary) error {
+func writeFake(path string, s runsummary.Summary) error {
 	if path == "" {
 		return nil
 	}
@@ -198,7 +198,7 @@ func TestBenchAA(t *testing.T) {
 			t.Errorf("run %d: not quiet: %q", i+1, run.Args)
 		}
 	}
-	for _, p := range []string{vmm.PhaseVMMSetup, vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+	for _, p := range []string{runsummary.PhaseVMMSetup, runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
 		c, ok := r.Analysis.Cell(1, "A2", p)
 		if !ok || c.N != 5 || c.Delta == nil {
 			t.Errorf("%s: %+v", p, c)
@@ -226,7 +226,7 @@ func TestBenchABRegression(t *testing.T) {
 		t.Errorf("exit status %d, want 1 (regression)", code)
 	}
 	r := mustReadReport(t, js)
-	for _, p := range []string{vmm.PhaseKernelToUser, vmm.PhaseTotal} {
+	for _, p := range []string{runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
 		c, _ := r.Analysis.Cell(1, "slow", p)
 		if c.Delta == nil || !c.Delta.Regression || c.Delta.Pct < 10 {
 			t.Errorf("slow %s: %+v", p, c.Delta)
@@ -237,7 +237,7 @@ func TestBenchABRegression(t *testing.T) {
 		}
 	}
 	for _, g := range r.Analysis.Regressions {
-		if g.Variant != "slow" || (g.Phase != vmm.PhaseKernelToUser && g.Phase != vmm.PhaseTotal) {
+		if g.Variant != "slow" || (g.Phase != runsummary.PhaseKernelToUser && g.Phase != runsummary.PhaseTotal) {
 			t.Errorf("unexpected regression %+v", g)
 		}
 	}
@@ -336,10 +336,10 @@ func TestBenchFailedRuns(t *testing.T) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
-	if c, ok := r.Analysis.Cell(1, "A", vmm.PhaseTotal); !ok || c.N != 2 {
+	if c, ok := r.Analysis.Cell(1, "A", runsummary.PhaseTotal); !ok || c.N != 2 {
 		t.Errorf("A's cell: %+v", c)
 	}
-	if r.Runs[2].Summary == nil || r.Runs[2].Summary.Exit != vmm.ExitFault {
+	if r.Runs[2].Summary == nil || r.Runs[2].Summary.Exit != runsummary.ExitFault {
 		t.Errorf("the crashed run's result was not kept: %+v", r.Runs[2].Summary)
 	}
 	if !strings.Contains(out, "failed") {

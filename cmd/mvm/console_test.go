@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -121,16 +122,16 @@ func TestExitFor(t *testing.T) {
 		code  int // 0: exitFor returns nil
 		says  []string
 	}{
-		{"poweroff", vmm.Result{Exit: vmm.ExitPowerOff}, nil, 0, nil},
-		{"reset with --on-reset exit", vmm.Result{Exit: vmm.ExitReset}, nil, 0, nil},
-		{"crash", vmm.Result{Exit: vmm.ExitCrash, Err: errors.New("guest reported a crash on vCPU 0")}, nil, 1, []string{"crash"}},
-		{"fault", vmm.Result{Exit: vmm.ExitFault, Err: fault}, nil, 1, []string{"guest stopped: " + fault.Error()}},
-		{"other fault", vmm.Result{Exit: vmm.ExitFault, Err: errors.New("a vCPU stopped without a reason")}, nil, 1, []string{"without a reason"}},
-		{"SIGINT", vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGINT}, 128 + int(syscall.SIGINT), []string{"interrupt"}},
-		{"SIGTERM", vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGTERM}, 128 + int(syscall.SIGTERM), []string{"terminated"}},
-		{"wrapped SIGTERM", vmm.Result{Exit: vmm.ExitStopped}, fmt.Errorf("stop: %w", signalCause{syscall.SIGTERM}), 143, nil},
-		{"Ctrl-A x", vmm.Result{Exit: vmm.ExitStopped}, errQuit, 130, []string{"Ctrl-A x"}},
-		{"stopped otherwise", vmm.Result{Exit: vmm.ExitStopped}, errors.New("deadline"), 1, []string{"deadline"}},
+		{"poweroff", vmm.Result{Exit: runsummary.ExitPowerOff}, nil, 0, nil},
+		{"reset with --on-reset exit", vmm.Result{Exit: runsummary.ExitReset}, nil, 0, nil},
+		{"crash", vmm.Result{Exit: runsummary.ExitCrash, Err: errors.New("guest reported a crash on vCPU 0")}, nil, 1, []string{"crash"}},
+		{"fault", vmm.Result{Exit: runsummary.ExitFault, Err: fault}, nil, 1, []string{"guest stopped: " + fault.Error()}},
+		{"other fault", vmm.Result{Exit: runsummary.ExitFault, Err: errors.New("a vCPU stopped without a reason")}, nil, 1, []string{"without a reason"}},
+		{"SIGINT", vmm.Result{Exit: runsummary.ExitStopped}, signalCause{syscall.SIGINT}, 128 + int(syscall.SIGINT), []string{"interrupt"}},
+		{"SIGTERM", vmm.Result{Exit: runsummary.ExitStopped}, signalCause{syscall.SIGTERM}, 128 + int(syscall.SIGTERM), []string{"terminated"}},
+		{"wrapped SIGTERM", vmm.Result{Exit: runsummary.ExitStopped}, fmt.Errorf("stop: %w", signalCause{syscall.SIGTERM}), 143, nil},
+		{"Ctrl-A x", vmm.Result{Exit: runsummary.ExitStopped}, errQuit, 130, []string{"Ctrl-A x"}},
+		{"stopped otherwise", vmm.Result{Exit: runsummary.ExitStopped}, errors.New("deadline"), 1, []string{"deadline"}},
 		{"unknown end", vmm.Result{Exit: "weird"}, nil, 1, []string{"weird"}},
 	}
 	for _, tt := range tests {
@@ -157,10 +158,10 @@ func TestExitFor(t *testing.T) {
 		})
 	}
 	// The conventional shell codes, spelled out.
-	if e := exitFor(vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGINT}).(*exitError); e.code != 130 {
+	if e := exitFor(vmm.Result{Exit: runsummary.ExitStopped}, signalCause{syscall.SIGINT}).(*exitError); e.code != 130 {
 		t.Errorf("SIGINT exit %d, want 130", e.code)
 	}
-	if e := exitFor(vmm.Result{Exit: vmm.ExitStopped}, signalCause{syscall.SIGTERM}).(*exitError); e.code != 143 {
+	if e := exitFor(vmm.Result{Exit: runsummary.ExitStopped}, signalCause{syscall.SIGTERM}).(*exitError); e.code != 143 {
 		t.Errorf("SIGTERM exit %d, want 143", e.code)
 	}
 }

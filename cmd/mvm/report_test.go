@@ -9,15 +9,15 @@ import (
 	"testing"
 
 	"github.com/mvm-dev/mvm/bench"
-	"github.com/mvm-dev/mvm/vmm"
+	"github.com/mvm-dev/mvm/runsummary"
 )
 
 func runResultJSON(t *testing.T) []byte {
 	t.Helper()
-	s := vmm.Summary{Exit: vmm.ExitPowerOff, PSCI: vmm.PSCIUser, CPUs: 2,
-		PhasesNS: map[string]int64{vmm.PhaseVMMSetup: 5e6, vmm.PhaseTotal: 9e6, vmm.PhaseBootToSMP: 1e6, vmm.PhaseSecondaries: 2e5},
+	s := runsummary.Summary{Exit: runsummary.ExitPowerOff, PSCI: runsummary.PSCIUser, CPUs: 2,
+		PhasesNS: map[string]int64{runsummary.PhaseVMMSetup: 5e6, runsummary.PhaseTotal: 9e6, runsummary.PhaseBootToSMP: 1e6, runsummary.PhaseSecondaries: 2e5},
 		CPUOnNS:  []int64{-1, 6e6}, EnteredNS: []int64{5e6, 62e5}, ResetNS: []int64{49e5, 61e5},
-		ExitHeat: &vmm.ExitHeat{BucketNS: 1e6, Counts: [][]uint64{{0, 0, 0, 0, 0, 3, 9}, {0, 0, 0, 0, 0, 0, 4}}}}
+		ExitHeat: &runsummary.ExitHeat{BucketNS: 1e6, Counts: [][]uint64{{0, 0, 0, 0, 0, 3, 9}, {0, 0, 0, 0, 0, 0, 4}}}}
 	b, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func benchReportJSON(t *testing.T) []byte {
 	vs := []bench.Variant{{Name: "A", Settings: bench.Settings{Kernel: "k", CPUs: []int{1}}}}
 	var runs []bench.Run
 	for i := 1; i <= 3; i++ {
-		runs = append(runs, bench.Run{Seq: i, Variant: "A", CPUs: 1, Status: bench.StatusOK, PhasesNS: map[string]int64{vmm.PhaseTotal: int64(i) * 1e8}})
+		runs = append(runs, bench.Run{Seq: i, Variant: "A", CPUs: 1, Status: bench.StatusOK, PhasesNS: map[string]int64{runsummary.PhaseTotal: int64(i) * 1e8}})
 	}
 	an, err := bench.Analyze(vs, runs, bench.Options{Alpha: 0.05, Baseline: "A"})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/render"
 	"github.com/mvm-dev/mvm/report"
+	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -98,11 +99,11 @@ func (f *runFlags) register(cmd *cobra.Command) {
 
 // config turns the flags into a vmm.Config (without the console).
 func (f *runFlags) config(start time.Time) (vmm.Config, error) {
-	mem, err := vmm.ParseSize(f.memory)
+	mem, err := runsummary.ParseSize(f.memory)
 	if err != nil {
 		return vmm.Config{}, usageError{fmt.Errorf("--memory: %w", err)}
 	}
-	psci, err := vmm.ParsePSCIMode(f.psci)
+	psci, err := runsummary.ParsePSCIMode(f.psci)
 	if err != nil {
 		return vmm.Config{}, usageError{fmt.Errorf("--psci: %w", err)}
 	}
@@ -364,13 +365,13 @@ var errQuit = errors.New("stopped from the console (Ctrl-A x)")
 // exitFor maps a run's result to mvm's exit status.
 func exitFor(res vmm.Result, cause error) error {
 	switch res.Exit {
-	case vmm.ExitPowerOff, vmm.ExitReset:
+	case runsummary.ExitPowerOff, runsummary.ExitReset:
 		return nil
-	case vmm.ExitCrash:
+	case runsummary.ExitCrash:
 		return &exitError{1, res.Err.Error()}
-	case vmm.ExitFault:
+	case runsummary.ExitFault:
 		return &exitError{1, fmt.Sprintf("guest stopped: %v", res.Err)}
-	case vmm.ExitStopped:
+	case runsummary.ExitStopped:
 		var sc signalCause
 		if errors.As(cause, &sc) {
 			return &exitError{128 + int(sc.sig), sc.Error()}
