@@ -8,34 +8,39 @@ import (
 	"testing"
 )
 
-// testdata/run.json was written by mvm before the run summary moved out of
-// vmm (commit 3fdd1f3: report's synthetic run with every optional field
-// set, encoded as mvm run --result-json encodes). Decoding it and encoding
-// it again gives the same bytes, and no field of it is unknown: the move
-// kept every JSON name, type and omitempty rule.
+// testdata/run.json and run-minimal.json were written by mvm before the
+// run summary moved out of vmm (commits 3fdd1f3 and f42c9b3): report's
+// synthetic run with every optional field set, and vmm's Result.Summary of
+// a one-vCPU run with none, each encoded as mvm run --result-json encodes.
+// Decoding each and encoding it again gives the same bytes, and no field
+// of it is unknown: the move kept every JSON name, type and omitempty rule.
 func TestResultJSONUnchanged(t *testing.T) {
-	want, err := os.ReadFile("testdata/run.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(want))
-	dec.DisallowUnknownFields()
-	var s Summary
-	if err := dec.Decode(&s); err != nil {
-		t.Fatalf("testdata/run.json: %v (a field the file has that Summary lost?)", err)
-	}
-	// Every optional part is present, so an omitempty that drops it or a
-	// type that reads it as zero shows below.
-	if s.Profile == nil || s.ExitHeat == nil || s.Config == nil || s.Host == nil || len(s.PSCIRejected) == 0 || s.Error == "" {
-		t.Fatalf("the fixture lacks an optional part: %+v", s)
-	}
-	got, err := json.MarshalIndent(&s, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n') // as mvm run --result-json writes it
-	if !bytes.Equal(got, want) {
-		t.Errorf("re-encoded result differs from the one written before the move:\n%s", firstDiff(got, want))
+	for _, name := range []string{"run.json", "run-minimal.json"} {
+		want, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(want))
+		dec.DisallowUnknownFields()
+		var s Summary
+		if err := dec.Decode(&s); err != nil {
+			t.Fatalf("%s: %v (a field the file has that Summary lost?)", name, err)
+		}
+		// run.json has every optional part, so an omitempty that drops
+		// one or a type that reads it as zero shows below; run-minimal.json
+		// has none, so one that is no longer omitted shows.
+		full := s.Profile != nil && s.ExitHeat != nil && s.Config != nil && s.Host != nil && len(s.PSCIRejected) > 0 && s.Error != ""
+		if full != (name == "run.json") {
+			t.Fatalf("%s: every optional part present = %v: not the fixture this test means", name, full)
+		}
+		got, err := json.MarshalIndent(&s, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, '\n') // as mvm run --result-json writes it
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: re-encoded result differs from the one written before the move:\n%s", name, firstDiff(got, want))
+		}
 	}
 }
 
