@@ -12,9 +12,10 @@ import (
 // Result is what a VM run produced.
 type Result struct {
 	Exit runsummary.ExitKind
-	// Err is why the guest stopped, for runsummary.ExitFault and ExitCrash, as one
-	// line: a vCPU's fault names the vCPU, what happened and its PC and
-	// PSTATE (vcpu.FaultError), so a command can print it as it is.
+	// Err is why the guest stopped, for runsummary.ExitFault and
+	// ExitCrash, as one line: a vCPU's fault names the vCPU, what happened
+	// and its PC and PSTATE (vcpu.FaultError), so a command can print it
+	// as it is.
 	Err      error
 	Reboots  int
 	Timeline Timeline
