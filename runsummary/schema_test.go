@@ -8,15 +8,29 @@ import (
 	"testing"
 )
 
-// testdata/run.json and run-minimal.json were written by mvm before the
-// run summary moved out of vmm (commits 3fdd1f3 and f42c9b3): report's
-// synthetic run with every optional field set, and vmm's Result.Summary of
-// a one-vCPU run with none, each encoded as mvm run --result-json encodes.
-// Decoding each and encoding it again gives the same bytes, and no field
-// of it is unknown: the move kept every JSON name, type and omitempty rule.
+// The fixtures were written by mvm before the run summary moved out of
+// vmm: run.json (commit 3fdd1f3) is report's synthetic run with every
+// optional field set, run-minimal.json (f42c9b3) vmm's Result.Summary of a
+// one-vCPU run with none, each encoded as mvm run --result-json encodes;
+// lab-hello.json and lab-smp4-profile.json are mvm run --result-json
+// files from the lab, written by an mvm built from f970d74 (hello.bin;
+// smp.bin on 4 vCPUs with --psci user --profile). Decoding each and
+// encoding it again gives the same bytes, and no field of it is unknown:
+// the move kept every JSON name, type and omitempty rule.
 func TestResultJSONUnchanged(t *testing.T) {
-	for _, name := range []string{"run.json", "run-minimal.json"} {
-		want, err := os.ReadFile("testdata/" + name)
+	for _, fx := range []struct {
+		name string
+		// full: every optional part is present, so an omitempty that
+		// drops one or a type that reads it as zero shows; empty: none
+		// is, so one that is no longer omitted shows.
+		full, empty bool
+	}{
+		{"run.json", true, false},
+		{"run-minimal.json", false, true},
+		{"lab-hello.json", false, false},
+		{"lab-smp4-profile.json", false, false},
+	} {
+		want, err := os.ReadFile("testdata/" + fx.name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,14 +38,12 @@ func TestResultJSONUnchanged(t *testing.T) {
 		dec.DisallowUnknownFields()
 		var s Summary
 		if err := dec.Decode(&s); err != nil {
-			t.Fatalf("%s: %v (a field the file has that Summary lost?)", name, err)
+			t.Fatalf("%s: %v (a field the file has that Summary lost?)", fx.name, err)
 		}
-		// run.json has every optional part, so an omitempty that drops
-		// one or a type that reads it as zero shows below; run-minimal.json
-		// has none, so one that is no longer omitted shows.
 		full := s.Profile != nil && s.ExitHeat != nil && s.Config != nil && s.Host != nil && len(s.PSCIRejected) > 0 && s.Error != ""
-		if full != (name == "run.json") {
-			t.Fatalf("%s: every optional part present = %v: not the fixture this test means", name, full)
+		empty := s.Profile == nil && s.ExitHeat == nil && len(s.PSCIRejected) == 0 && s.Error == "" && s.UserspaceFrom == ""
+		if (fx.full && !full) || (fx.empty && !empty) {
+			t.Fatalf("%s: not the fixture this test means (every optional part %v, none %v)", fx.name, full, empty)
 		}
 		got, err := json.MarshalIndent(&s, "", "  ")
 		if err != nil {
@@ -39,7 +51,7 @@ func TestResultJSONUnchanged(t *testing.T) {
 		}
 		got = append(got, '\n') // as mvm run --result-json writes it
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s: re-encoded result differs from the one written before the move:\n%s", name, firstDiff(got, want))
+			t.Errorf("%s: re-encoded result differs from the one written before the move:\n%s", fx.name, firstDiff(got, want))
 		}
 	}
 }
