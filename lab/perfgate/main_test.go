@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func read(t *testing.T, out string) (string, map[string][]float64) {
+	t.Helper()
+	clock, got, err := parse(strings.NewReader(out), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clock, got
+}
+
+const gateOut = `lab-clock: insn
+goos: linux
+BenchmarkMMIOExit-2   	       3	      6583 bare-ns/exit	      7182 mvm-ns/exit	         %s mvm/bare
+BenchmarkCPUOnFew/cpus=2-2         	       1	        29.20 kernel-p50-us	        25.38 user-p50-us	         %s user/kernel-p50
+`
+
+func TestGate(t *testing.T) {
+	for _, c := range []struct {
+		name, mmio, cpuon string
+		want              int
+		says              string
+	}{
+		{"within bounds", "1.091", "0.869", 0, "ok"},
+		{"MMIO exit regressed", "1.200", "0.869", 1, "REGRESSED BenchmarkMMIOExit mvm/bare"},
+		{"CPU_ON regressed", "1.091", "1.600", 1, "REGRESSED BenchmarkCPUOnFew/cpus=2 user/kernel-p50"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := strings.Replace(strings.Replace(gateOut, "%s", c.mmio, 1), "%s", c.cpuon, 1)
+			clock, got := read(t, out)
+			var w bytes.Buffer
+			if st := judge(&w, clock, got, bounds()); st != c.want {
+				t.Fatalf("status %d, want %d:\n%s", st, c.want, w.String())
+			}
+			if !strings.Contains(w.String(), c.says) {
+				t.Fatalf("report does not say %q:\n%s", c.says, w.String())
+			}
+		})
+	}
+}
+
+// Wall-clock output is never judged, and a missing benchmark is not a pass.
+func TestGateRefuses(t *testing.T) {
+	out := strings.Replace(strings.Replace(gateOut, "%s", "1.0", 2), "lab-clock: insn", "lab-clock: wall", 1)
+	clock, got := read(t, out)
+	var w bytes.Buffer
+	if st := judge(&w, clock, got, bounds()); st != 2 || !strings.Contains(w.String(), "instruction time only") {
+		t.Fatalf("wall clock: status %d, report %q", st, w.String())
+	}
+	clock, got = read(t, "lab-clock: insn\nBenchmarkMMIOExit-2 3 1.05 mvm/bare\n")
+	w.Reset()
+	if st := judge(&w, clock, got, bounds()); st != 2 || !strings.Contains(w.String(), "MISSING BenchmarkCPUOnFew/cpus=2") {
+		t.Fatalf("missing benchmark: status %d, report %q", st, w.String())
+	}
+}
