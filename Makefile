@@ -195,7 +195,7 @@ perf-gate: $(GATE_FILES) $(CACHE)/vmlinuz | lab-deps
 	@mkdir -p $(OUT)
 	@$(GO) run ./lab -time insn -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 15m \
 	  $(foreach f,$(GATE_FILES),-add $(f)=/lab/$(notdir $(f))) \
-	  -run 'export MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab; /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 2 && \
+	  -run 'export MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab; /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
 	    /lab/integration.test -test.run "^$$" -test.bench "CPUOnFew/cpus=2$$" -test.benchtime 1x' > $(GATE_OUT) 2>&1; \
 	  rc=$$?; grep -E '^(Benchmark|lab-clock|lab:|--- FAIL)' $(GATE_OUT); [ $$rc -eq 0 ] || { tail -20 $(GATE_OUT); exit $$rc; }
 	$(GO) run ./lab/perfgate $(GATE_OUT)

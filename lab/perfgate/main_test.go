@@ -29,6 +29,7 @@ func TestGate(t *testing.T) {
 	}{
 		{"within bounds", "1.091", "0.869", 0, "ok"},
 		{"MMIO exit regressed", "1.200", "0.869", 1, "REGRESSED BenchmarkMMIOExit mvm/bare"},
+		{"MMIO exit at the old clock's cost", "1.145", "0.869", 1, "REGRESSED BenchmarkMMIOExit mvm/bare"},
 		{"CPU_ON regressed", "1.091", "1.600", 1, "REGRESSED BenchmarkCPUOnFew/cpus=2 user/kernel-p50"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -57,5 +58,25 @@ func TestGateRefuses(t *testing.T) {
 	w.Reset()
 	if st := judge(&w, clock, got, bounds()); st != 2 || !strings.Contains(w.String(), "MISSING BenchmarkCPUOnFew/cpus=2") {
 		t.Fatalf("missing benchmark: status %d, report %q", st, w.String())
+	}
+}
+
+// One slow repeat among three does not fail the gate; two do.
+func TestGateJudgesTheMedian(t *testing.T) {
+	line := "BenchmarkMMIOExit-2 3 1 bare-ns/exit 1 mvm-ns/exit %s mvm/bare\n"
+	cpuon := "BenchmarkCPUOnFew/cpus=2-2 1 0.87 user/kernel-p50\n"
+	for _, c := range []struct {
+		vals []string
+		want int
+	}{{[]string{"1.10", "1.20", "1.09"}, 0}, {[]string{"1.10", "1.20", "1.19"}, 1}} {
+		out := "lab-clock: insn\n" + cpuon
+		for _, v := range c.vals {
+			out += strings.Replace(line, "%s", v, 1)
+		}
+		clock, got := read(t, out)
+		var w bytes.Buffer
+		if st := judge(&w, clock, got, bounds()); st != c.want {
+			t.Errorf("%v: status %d, want %d:\n%s", c.vals, st, c.want, w.String())
+		}
 	}
 }
