@@ -72,8 +72,12 @@ func parse(in io.Reader, name string) (clock string, got map[string][]float64, e
 			continue
 		}
 		clock = res.GetConfig("lab-clock")
+		names := []string{"Benchmark" + string(res.Name.Base())}
+		if full := stripProcs("Benchmark" + string(res.Name.Full())); full != names[0] {
+			names = append(names, full)
+		}
 		for _, v := range res.Values {
-			for _, n := range []string{"Benchmark" + string(res.Name.Base()), stripProcs("Benchmark" + string(res.Name.Full()))} {
+			for _, n := range names {
 				got[n+"\x00"+v.Unit] = append(got[n+"\x00"+v.Unit], v.Value)
 			}
 		}

@@ -80,3 +80,14 @@ func TestGateJudgesTheMedian(t *testing.T) {
 		}
 	}
 }
+
+// Each result counts once per name it is judged under.
+func TestParseCountsOnce(t *testing.T) {
+	_, got := read(t, "lab-clock: insn\nBenchmarkMMIOExit-2 3 1.10 mvm/bare\nBenchmarkCPUOnFew/cpus=2-2 1 0.9 user/kernel-p50\n")
+	if n := len(got["BenchmarkMMIOExit\x00mvm/bare"]); n != 1 {
+		t.Errorf("MMIOExit counted %d times", n)
+	}
+	if n := len(got["BenchmarkCPUOnFew/cpus=2\x00user/kernel-p50"]); n != 1 {
+		t.Errorf("CPUOnFew/cpus=2 counted %d times", n)
+	}
+}
