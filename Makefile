@@ -13,7 +13,7 @@ LAB_RUN   ?= .
 # LAB_CPU=MODEL: the lab machine's QEMU CPU model (lab -cpu; default max),
 # e.g. neoverse-n1 for a host without FEAT_S2FWB.
 LAB_CPU   ?=
-LAB_FLAGS = $(if $(LAB_CPU),-cpu $(LAB_CPU)) -time $(LAB_TIME)
+LAB_FLAGS = $(if $(LAB_CPU),-cpu $(LAB_CPU)) -time $(LAB_TIME) -smp $(LAB_SMP)
 # LAB_TIME=wall|insn: the lab's clock (lab -time). wall: multi-threaded TCG,
 # the host's wall clock seen through two levels of emulation (end-to-end
 # figures, ±10-20% between runs on a shared 2-core host). insn: QEMU's
@@ -21,6 +21,15 @@ LAB_FLAGS = $(if $(LAB_CPU),-cpu $(LAB_CPU)) -time $(LAB_TIME)
 # executed guest instruction, so a path's cost is its instruction count and
 # repeats to ~1% whatever the host does. README, "The lab's two clocks".
 LAB_TIME  ?= wall
+# LAB_SMP=N: the lab machine's CPUs (lab -smp). 2 by default: the host has
+# two cores and the wall-clock lab runs one host thread per lab CPU. In
+# instruction time every lab CPU runs on one host thread and idle ones cost
+# nothing, so bench-insn gives the lab a CPU per vCPU of the bring-up
+# benchmarks it judges (8 and 16 vCPUs, and mvm's other threads): with 2,
+# an 8-vCPU guest's threads queue behind each other on the lab's run queues
+# and the measured bring-up doubles and scatters (docs/boot-phases.md,
+# "Bring-up in instruction time").
+LAB_SMP   ?= 2
 # LAB_ENV_EXTRA: more VAR=value for the integration tests (lab-test-nofwb).
 LAB_ENV_EXTRA ?=
 # BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
@@ -257,7 +266,7 @@ endif
 # The lab benchmarks in instruction time (LAB_TIME=insn): path lengths and
 # contention-free costs that repeat to ~1% under any host load.
 bench-insn:
-	@$(MAKE) --no-print-directory bench LAB_TIME=insn
+	@$(MAKE) --no-print-directory bench LAB_TIME=insn LAB_SMP=$(if $(filter command line,$(origin LAB_SMP)),$(LAB_SMP),18)
 
 clean:
 	rm -rf bin $(OUT)
