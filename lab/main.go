@@ -245,8 +245,15 @@ var errLockup = errors.New("the lab kernel locked up or oopsed (a fault of the e
 
 // labKernelFailed says whether a console line means the lab kernel is
 // gone: Linux's hard-lockup detector or arm64's die() ("Internal error:
-// Oops").
+// Oops"), printed by the lab kernel itself, whose printk lines start with
+// their "[  seconds]" stamp at the start of the line. A test's log that
+// quotes a nested guest's console (go test indents it) is not the lab
+// kernel's: a nested guest's lockup report there once restarted a whole
+// lab-test run.
 func labKernelFailed(line string) bool {
+	if !strings.HasPrefix(line, "[") {
+		return false
+	}
 	return strings.Contains(line, "Watchdog detected hard LOCKUP") || strings.Contains(line, "Internal error: Oops")
 }
 

@@ -82,3 +82,21 @@ func TestOutFilesDamage(t *testing.T) {
 		})
 	}
 }
+
+func TestLabKernelFailed(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{"[   36.232538] watchdog: Watchdog detected hard LOCKUP on cpu 1", true},
+		{"[  120.000001] Internal error: Oops: 0000000096000004 [#1] SMP", true},
+		// A nested guest's console quoted in a test's log.
+		{"        [   36.232538] watchdog: Watchdog detected hard LOCKUP on cpu 7", false},
+		{"    bench_test.go:162: Internal error: Oops in the guest", false},
+		{"[    1.000000] Run /init as init process", false},
+	} {
+		if got := labKernelFailed(c.line); got != c.want {
+			t.Errorf("labKernelFailed(%q) = %v, want %v", c.line, got, c.want)
+		}
+	}
+}

@@ -76,6 +76,7 @@ func source(rep *exits.Report, name string) exits.SourceStatus {
 // it starts: its stats file is found and copied while it runs, counted from
 // the vCPU's creation, and read after the command has exited.
 func TestCommandStatsFromCreation(t *testing.T) {
+	x86vm.NeedKVM(t)
 	t.Setenv(x86vm.HolderEnv("exit"))
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -106,6 +107,7 @@ func TestCommandStatsFromCreation(t *testing.T) {
 // TestPIDDetaches attaches to a running VMM for a while, counts stats from
 // then on (the guest already finished: no new HLTs) and leaves it running.
 func TestPIDDetaches(t *testing.T) {
+	x86vm.NeedKVM(t)
 	h, line := x86vm.StartHolder(t, "wait")
 	if line != "RAN" {
 		t.Fatalf("holder said %q", line)

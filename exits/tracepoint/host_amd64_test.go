@@ -17,9 +17,10 @@ import (
 	"github.com/mvm-dev/mvm/internal/x86vm"
 )
 
-// Host tests: a real tiny x86 VM on this machine's /dev/kvm. They fail when
-// /dev/kvm, tracefs or the kvm tracepoints are missing; the only skip is
-// for a non-root run (TestProbeEnv covers the unprivileged answers).
+// Host tests: a real tiny x86 VM on this machine's /dev/kvm. They skip on a
+// host without /dev/kvm (x86vm.NeedKVM: the x86 KVM is an extra), fail when
+// tracefs or the kvm tracepoints are missing where it exists, and skip
+// a non-root run (TestProbeEnv covers the unprivileged answers).
 
 const testPort = 0x10
 
@@ -31,6 +32,7 @@ func requireRoot(t *testing.T) {
 }
 
 func TestProbeHost(t *testing.T) {
+	x86vm.NeedKVM(t)
 	requireRoot(t)
 	if err := Probe(); err != nil {
 		t.Fatal(err)
@@ -41,6 +43,7 @@ func TestProbeHost(t *testing.T) {
 // of a real vCPU and checks the counts against the guest's known exits and
 // the vCPU's stats fd.
 func TestProfilerTinyVM(t *testing.T) {
+	x86vm.NeedKVM(t)
 	requireRoot(t)
 	const outs, halts = 50, 7
 	backend, err := x86vm.DetectBackend()
@@ -209,6 +212,7 @@ func (e errNoSamples) Error() string {
 // (virt/kvm/kvm_main.c, once per KVM_RUN return) and kvm:kvm_pio
 // (arch/x86/kvm/x86.c, once per port I/O instruction).
 func TestSessionUserspaceExitsTinyVM(t *testing.T) {
+	x86vm.NeedKVM(t)
 	requireRoot(t)
 	const outs, halts = 64, 9
 	root, err := ProbeEnv(SystemEnv(true))

@@ -88,6 +88,7 @@ func startHolder(t *testing.T) *holder {
 // them with pidfd_getfd, reads KVM's binary stats through the copy and
 // finds the vCPU thread by its name.
 func TestForeignVM(t *testing.T) {
+	x86vm.NeedKVM(t)
 	h := startHolder(t)
 	if h.halts != holderHalts {
 		t.Fatalf("holder's guest made %d HLT exits, want %d", h.halts, holderHalts)

@@ -27,6 +27,7 @@ func TestProgramCode(t *testing.T) {
 // TestRunCounts runs the guest on /dev/kvm (failing without it) with and
 // without loops.
 func TestRunCounts(t *testing.T) {
+	NeedKVM(t)
 	for _, p := range []Program{{Port: 1}, {Port: 0x80, Outs: 3, Halts: 2}} {
 		var seen int
 		vm, err := New(p, Options{Exit: func(uint32, time.Duration) { seen++ }})
@@ -51,6 +52,7 @@ func TestRunCounts(t *testing.T) {
 
 // TestRunTimeout kicks a guest that is still running out of KVM_RUN.
 func TestRunTimeout(t *testing.T) {
+	NeedKVM(t)
 	vm, err := New(Program{Port: 1, Outs: 65535, Halts: 65535}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,7 @@ func TestRunTimeout(t *testing.T) {
 
 // TestCloseWithoutRun releases a started vCPU goroutine.
 func TestCloseWithoutRun(t *testing.T) {
+	NeedKVM(t)
 	vm, err := New(Program{Port: 1}, Options{})
 	if err != nil {
 		t.Fatal(err)
