@@ -1,0 +1,144 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fsGuestCmd mounts the writable share (tag rw) and the read-only one
+// (tag ro), reads a host file, writes and syncs a new one, and tries to
+// write the read-only share.
+const fsGuestCmd = `
+mkdir -p /rw /ro
+mount -t virtiofs rw /rw && echo "mvm-test: mounted rw"
+mount -t virtiofs ro /ro && echo "mvm-test: mounted ro"
+echo "mvm-test: in $(sha256sum /rw/in.bin | cut -d' ' -f1)"
+echo "mvm-test: roin $(sha256sum /ro/in.bin | cut -d' ' -f1)"
+head -c 200000 /dev/urandom >/tmp/out.bin
+cp /tmp/out.bin /rw/out.bin && sync && echo "mvm-test: wrote $(sha256sum /tmp/out.bin | cut -d' ' -f1)"
+if echo x 2>/tmp/err >/ro/new; then echo "mvm-test: ro write ok"; else echo "mvm-test: ro write failed: $(cat /tmp/err)"; fi
+`
+
+// shareDirs makes a writable and a read-only host directory, each with a
+// random in.bin.
+func shareDirs(t *testing.T) (rw, ro string) {
+	rw, ro = t.TempDir(), t.TempDir()
+	randomFile(t, rw, "in.bin", 300<<10)
+	randomFile(t, ro, "in.bin", 5000)
+	return rw, ro
+}
+
+// TestVirtioFS: two shares, each served by its own virtiofsd (the lab's
+// Debian arm64 virtiofsd, real KVM): the guest reads host files
+// byte-exact, what it writes and syncs to the writable share is in the
+// host directory after power-off, a write to the read-only share fails
+// with EROFS, and no virtiofsd, socket or runtime directory is left.
+func TestVirtioFS(t *testing.T) {
+	bin := env(t, "MVM_VIRTIOFSD")
+	rw, ro := shareDirs(t)
+	r := mvm(t, 3*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, fsGuestCmd),
+		"--memory", "256M", "--append", "quiet", "--rng=false", "--virtiofsd", bin,
+		"--share", rw+",tag=rw", "--share", ro+",tag=ro,ro,at=/ro")
+	if r.code != 0 {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	out := r.stdout
+	for _, m := range []string{"mounted rw", "mounted ro"} {
+		if !strings.Contains(out, "mvm-test: "+m) {
+			t.Errorf("guest output lacks %q:\n%s", m, out)
+		}
+	}
+	if got, want := field(t, out, `mvm-test: in ([0-9a-f]+)`), sha256File(t, filepath.Join(rw, "in.bin"), 0, -1); got != want {
+		t.Errorf("the guest read rw/in.bin as %s, the host file hashes to %s", got, want)
+	}
+	if got, want := field(t, out, `mvm-test: roin ([0-9a-f]+)`), sha256File(t, filepath.Join(ro, "in.bin"), 0, -1); got != want {
+		t.Errorf("the guest read ro/in.bin as %s, the host file hashes to %s", got, want)
+	}
+	wrote := field(t, out, `mvm-test: wrote ([0-9a-f]+)`)
+	if _, err := os.Stat(filepath.Join(rw, "out.bin")); err != nil {
+		t.Errorf("the file the guest wrote is not in the host directory: %v", err)
+	} else if got := sha256File(t, filepath.Join(rw, "out.bin"), 0, -1); got != wrote {
+		t.Errorf("host rw/out.bin hashes to %s, the guest wrote %s", got, wrote)
+	}
+	if !strings.Contains(out, "mvm-test: ro write failed") || !strings.Contains(out, "Read-only file system") {
+		t.Errorf("a write to the read-only share did not fail with EROFS:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(ro, "new")); err == nil {
+		t.Error("the read-only share's host directory has the file the guest tried to write")
+	}
+	noVirtiofsdLeft(t)
+}
+
+// TestVirtioFSSIGTERM: the guest writes and syncs a file to a share and
+// waits; mvm is stopped with SIGTERM: the file is in the host directory,
+// mvm exits 143, nothing of virtiofsd is left.
+func TestVirtioFSSIGTERM(t *testing.T) {
+	rw := t.TempDir()
+	vm := startMVM(t, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, `
+mkdir -p /rw
+mount -t virtiofs rw /rw
+head -c 100000 /dev/urandom >/tmp/out.bin
+cp /tmp/out.bin /rw/out.bin && sync && echo "mvm-test: wrote $(sha256sum /tmp/out.bin | cut -d' ' -f1)"
+sleep 600
+`), "--memory", "256M", "--append", "quiet", "--rng=false", "--virtiofsd", env(t, "MVM_VIRTIOFSD"), "--share", rw+",tag=rw")
+	wrote := vm.waitFor(`mvm-test: wrote ([0-9a-f]+)`)
+	code := vm.stop(syscall.SIGTERM)
+	if wrote == "" {
+		t.Fatalf("the guest never reported its write (exit %d)\nstdout:\n%s\nstderr:\n%s", code, vm.output(), vm.stderr.String())
+	}
+	if code != 143 {
+		t.Errorf("exit status %d after SIGTERM, want 143\nstderr:\n%s", code, vm.stderr.String())
+	}
+	if got := sha256File(t, filepath.Join(rw, "out.bin"), 0, -1); got != wrote {
+		t.Errorf("host out.bin hashes to %s, the guest wrote %s before SIGTERM", got, wrote)
+	}
+	noVirtiofsdLeft(t)
+}
+
+// TestVirtioFSBadInput: a missing virtiofsd, a missing host directory, a
+// tag or guest path given twice: one line, exit 2, nothing started or left.
+func TestVirtioFSBadInput(t *testing.T) {
+	kernel := payload(t, "hello.bin")
+	dir := t.TempDir()
+	bin := env(t, "MVM_VIRTIOFSD")
+	for _, c := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"no-virtiofsd", "does not exist", []string{"--virtiofsd", filepath.Join(dir, "virtiofsd"), "--share", dir}},
+		{"no-hostdir", "does not exist", []string{"--virtiofsd", bin, "--share", filepath.Join(dir, "nope")}},
+		{"dup-tag", "tag \"a\" is given twice", []string{"--virtiofsd", bin, "--share", dir + ",tag=a", "--share", t.TempDir() + ",tag=a"}},
+		{"dup-at", "given twice", []string{"--virtiofsd", bin, "--share", dir + ",at=/x", "--share", t.TempDir() + ",at=/x"}},
+		{"bad-option", "unknown option", []string{"--virtiofsd", bin, "--share", dir + ",rx"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := mvm(t, 30*time.Second, append([]string{"run", "--kernel", kernel}, c.args...)...)
+			oneLineError(t, r, 2, c.want)
+			noVirtiofsdLeft(t)
+		})
+	}
+}
+
+// noVirtiofsdLeft fails the test if a virtiofsd process or one of mvm's
+// virtiofsd runtime directories exists.
+func noVirtiofsdLeft(t *testing.T) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.TrimSpace(string(b)) == "virtiofsd" {
+			cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+			t.Errorf("a virtiofsd is still running: %s %q", p, cmdline)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(os.TempDir(), "mvm-virtiofs-*"))
+	if len(left) > 0 {
+		t.Errorf("virtiofsd runtime directories left behind: %v", left)
+	}
+}
