@@ -3,7 +3,9 @@
 package integration
 
 import (
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -77,28 +79,70 @@ func TestVirtioFS(t *testing.T) {
 	noVirtiofsdLeft(t)
 }
 
-// TestVirtioFSSIGTERM: the guest writes and syncs a file to a share and
-// waits; mvm is stopped with SIGTERM: the file is in the host directory,
-// mvm exits 143, nothing of virtiofsd is left.
-func TestVirtioFSSIGTERM(t *testing.T) {
-	rw := t.TempDir()
-	vm := startMVM(t, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, `
+// TestVirtioFSEnds: the guest writes and syncs a file to a share, then
+// the run ends three ways — SIGTERM and SIGINT to mvm while the guest
+// waits, and a guest kernel panic (panic=-1: the kernel resets at once) —
+// and each time the file is in the host directory, mvm exits as it should
+// and no virtiofsd, socket or runtime directory is left.
+func TestVirtioFSEnds(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		sig    syscall.Signal // 0: the guest panics
+		code   int
+		append string
+		after  string
+	}{
+		{"SIGTERM", syscall.SIGTERM, 143, "quiet", "sleep 600"},
+		{"SIGINT", syscall.SIGINT, 130, "quiet", "sleep 600"},
+		{"panic", 0, 0, "quiet panic=-1", "echo c >/proc/sysrq-trigger"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rw := t.TempDir()
+			vm := startMVM(t, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, `
 mkdir -p /rw
 mount -t virtiofs rw /rw
 head -c 100000 /dev/urandom >/tmp/out.bin
 cp /tmp/out.bin /rw/out.bin && sync && echo "mvm-test: wrote $(sha256sum /tmp/out.bin | cut -d' ' -f1)"
-sleep 600
-`), "--memory", "256M", "--append", "quiet", "--rng=false", "--virtiofsd", env(t, "MVM_VIRTIOFSD"), "--share", rw+",tag=rw")
-	wrote := vm.waitFor(`mvm-test: wrote ([0-9a-f]+)`)
-	code := vm.stop(syscall.SIGTERM)
-	if wrote == "" {
-		t.Fatalf("the guest never reported its write (exit %d)\nstdout:\n%s\nstderr:\n%s", code, vm.output(), vm.stderr.String())
+`+c.after+"\n"), "--memory", "256M", "--append", c.append, "--rng=false", "--virtiofsd", env(t, "MVM_VIRTIOFSD"), "--share", rw+",tag=rw")
+			wrote := vm.waitFor(`mvm-test: wrote ([0-9a-f]+)`)
+			var code int
+			if c.sig != 0 {
+				code = vm.stop(c.sig)
+			} else {
+				for line := range vm.lines {
+					vm.out.WriteString(line + "\n")
+				}
+				vm.cmd.Wait()
+				vm.timer.Stop()
+				code = vm.cmd.ProcessState.ExitCode()
+			}
+			if wrote == "" {
+				t.Fatalf("the guest never reported its write (exit %d)\nstdout:\n%s\nstderr:\n%s", code, vm.output(), vm.stderr.String())
+			}
+			if code != c.code {
+				t.Errorf("exit status %d, want %d\nstderr:\n%s", code, c.code, vm.stderr.String())
+			}
+			if got := sha256File(t, filepath.Join(rw, "out.bin"), 0, -1); got != wrote {
+				t.Errorf("host out.bin hashes to %s, the guest wrote %s", got, wrote)
+			}
+			noVirtiofsdLeft(t)
+		})
 	}
-	if code != 143 {
-		t.Errorf("exit status %d after SIGTERM, want 143\nstderr:\n%s", code, vm.stderr.String())
+}
+
+// TestVirtioFSHostError: mvm fails after starting virtiofsd (the metrics
+// port is taken: a host error, exit 1): no virtiofsd or runtime directory
+// is left.
+func TestVirtioFSHostError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := sha256File(t, filepath.Join(rw, "out.bin"), 0, -1); got != wrote {
-		t.Errorf("host out.bin hashes to %s, the guest wrote %s before SIGTERM", got, wrote)
+	defer l.Close()
+	r := mvm(t, time.Minute, "run", "--kernel", payload(t, "hello.bin"), "--metrics-addr", l.Addr().String(),
+		"--virtiofsd", env(t, "MVM_VIRTIOFSD"), "--share", t.TempDir())
+	if r.code != 1 {
+		t.Errorf("exit status %d with the metrics port taken, want 1\nstderr:\n%s", r.code, r.stderr)
 	}
 	noVirtiofsdLeft(t)
 }
@@ -118,9 +162,14 @@ func TestVirtioFSBadInput(t *testing.T) {
 		{"dup-tag", "tag \"a\" is given twice", []string{"--virtiofsd", bin, "--share", dir + ",tag=a", "--share", t.TempDir() + ",tag=a"}},
 		{"dup-at", "given twice", []string{"--virtiofsd", bin, "--share", dir + ",at=/x", "--share", t.TempDir() + ",at=/x"}},
 		{"bad-option", "unknown option", []string{"--virtiofsd", bin, "--share", dir + ",rx"}},
+		{"writable-unprivileged", "root", []string{"--virtiofsd", bin, "--share", publicDir(t)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := mvm(t, 30*time.Second, append([]string{"run", "--kernel", kernel}, c.args...)...)
+			var setup func(*exec.Cmd)
+			if c.name == "writable-unprivileged" {
+				setup = asNobody
+			}
+			r := mvmCmd(t, 30*time.Second, setup, append([]string{"run", "--kernel", kernel}, c.args...)...)
 			oneLineError(t, r, 2, c.want)
 			noVirtiofsdLeft(t)
 		})

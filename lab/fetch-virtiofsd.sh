@@ -21,9 +21,7 @@ for tool in cpio aarch64-linux-gnu-readelf dpkg-deb; do
 done
 
 . "$(dirname "$0")/apt.sh"
-if ! ls "$apt"/lists/*_Packages >/dev/null 2>&1; then
-	lab_apt_update
-fi
+lab_apt_update
 dl=$apt/virtiofsd-cache
 opts+=(-o "Dir::Cache=$dl")
 rm -rf "$dl" && mkdir -p "$dl/archives/partial"

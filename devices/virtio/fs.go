@@ -168,8 +168,18 @@ func (f *FS) ReadConfig(off uint64, data []byte) {
 }
 
 // Start implements Device: hand the features, guest RAM and every enabled
-// queue to virtiofsd, and forward its call eventfds to the driver.
+// queue to virtiofsd, and forward its call eventfds to the driver. On an
+// error (the transport then marks the device DEVICE_NEEDS_RESET) what was
+// started is stopped again, so a later DRIVER_OK starts from nothing.
 func (f *FS) Start(env *Env) error {
+	err := f.start(env)
+	if err != nil {
+		f.Stop()
+	}
+	return err
+}
+
+func (f *FS) start(env *Env) error {
 	shm, ok := env.Mem.(SharedMemory)
 	if !ok {
 		return errors.New("virtio-fs: guest RAM is not shared memory")
