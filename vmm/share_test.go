@@ -140,3 +140,20 @@ func FuzzParseShare(f *testing.F) {
 		}
 	})
 }
+
+// TestPrivateOverheadMemfd: with guest RAM in a memfd (--share) its pages
+// are shared memory, not Anonymous, so nothing is subtracted; without, the
+// resident guest RAM is part of Anonymous and is.
+func TestPrivateOverheadMemfd(t *testing.T) {
+	anon := MemoryUse{RSS: 200 << 20, GuestResident: 100 << 20, Anonymous: 103 << 20}
+	if got := anon.PrivateOverhead(); got != 3<<20 {
+		t.Errorf("anonymous guest RAM: private overhead %d, want %d", got, 3<<20)
+	}
+	shared := MemoryUse{RSS: 200 << 20, GuestResident: 100 << 20, Anonymous: 3 << 20, GuestMemfd: true}
+	if got := shared.PrivateOverhead(); got != 3<<20 {
+		t.Errorf("memfd guest RAM: private overhead %d, want %d (Anonymous holds no guest page)", got, 3<<20)
+	}
+	if shared.Overhead() != anon.Overhead() {
+		t.Errorf("RSS overhead differs by where guest RAM lives: %d and %d", shared.Overhead(), anon.Overhead())
+	}
+}
