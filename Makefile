@@ -61,14 +61,18 @@ LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/mvm-testhooks $(OUT)/arm64/integratio
 LAB_ADD   := $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
 	$(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f)))
 LAB_ENV   := MVM_BIN=/lab/mvm MVM_TESTHOOKS_BIN=/lab/mvm-testhooks MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_LINUX_GZ=/lab/vmlinuz.gz MVM_BUSYBOX=/lab/busybox \
-	MVM_MODULES=/lab/modules MVM_ROOTFS=/lab/root.ext4 MVM_LINUX_VMLINUX=/lab/vmlinux.sym MVM_LINUX_SYSTEM_MAP=/lab/System.map
+	MVM_MODULES=/lab/modules MVM_ROOTFS=/lab/root.ext4 MVM_VIRTIOFSD=/usr/libexec/virtiofsd MVM_LINUX_VMLINUX=/lab/vmlinux.sym MVM_LINUX_SYSTEM_MAP=/lab/System.map
 # QEMU for arm64 (qemu-system-aarch64 with its libraries, 70 MB, lab/fetch-qemu.sh),
 # the VMM that mvm profile's tests profile. It goes into the lab only when the
 # tests run need it (all of them, or a LAB_RUN that names QEMU): LAB_QEMU=yes|no
 # overrides. Natively the host's qemu-system-aarch64 is used.
 LAB_QEMU  ?= $(if $(or $(filter .,$(LAB_RUN)),$(findstring QEMU,$(LAB_RUN))),yes,no)
 QEMU_CPIO := $(CACHE)/qemu.cpio
-LAB_CPIO  := $(if $(filter yes,$(LAB_QEMU)),$(QEMU_CPIO))
+# Debian's arm64 virtiofsd with its libraries (lab/fetch-virtiofsd.sh), for
+# the --share tests (all of them, or a LAB_RUN that names VirtioFS).
+LAB_VIRTIOFSD ?= $(if $(or $(filter .,$(LAB_RUN)),$(findstring VirtioFS,$(LAB_RUN))),yes,no)
+VIRTIOFSD_CPIO := $(CACHE)/virtiofsd.cpio
+LAB_CPIO  := $(if $(filter yes,$(LAB_QEMU)),$(QEMU_CPIO)) $(if $(filter yes,$(LAB_VIRTIOFSD)),$(VIRTIOFSD_CPIO))
 
 .PHONY: all build test perf-gate unit vet lab-test lab-test-nofwb report-test report-shots demo bench bench-insn lab-deps lab-fetch guest clean help
 
@@ -111,13 +115,15 @@ lab-deps:
 	@bash lab/host-deps.sh
 
 # Debian trixie's arm64 kernel and busybox, downloaded once into $(CACHE).
-lab-fetch: $(CACHE)/vmlinuz $(MODULE_FILES) $(QEMU_CPIO) $(SYMBOL_FILES)
+lab-fetch: $(CACHE)/vmlinuz $(MODULE_FILES) $(QEMU_CPIO) $(VIRTIOFSD_CPIO) $(SYMBOL_FILES)
 $(CACHE)/vmlinuz $(CACHE)/busybox $(MODULE_FILES): | lab-deps
 	bash lab/fetch.sh $(CACHE)
 $(SYMBOL_FILES): | $(CACHE)/vmlinuz lab-deps
 	bash lab/fetch-symbols.sh $(CACHE)
 $(QEMU_CPIO): | lab-deps
 	bash lab/fetch-qemu.sh $(CACHE)
+$(VIRTIOFSD_CPIO): | lab-deps
+	bash lab/fetch-virtiofsd.sh $(CACHE)
 
 $(KERNEL_GZ): $(CACHE)/vmlinuz
 	mkdir -p $(@D) && gzip -9 -n -c $< > $@.tmp && mv $@.tmp $@
@@ -147,7 +153,7 @@ lab-test: $(LAB_FILES) $(MODULE_FILES)
 	rm -rf $(LAB_OUT) && mkdir -p $(LAB_OUT)
 	MVM_LAB_OUT=$(abspath $(LAB_OUT)) MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
 	MVM_TESTHOOKS_BIN=$(abspath $(OUT)/arm64/mvm-testhooks) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_LINUX_GZ=$(abspath $(KERNEL_GZ)) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
-	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) \
+	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) MVM_VIRTIOFSD=/usr/libexec/virtiofsd \
 	MVM_LINUX_VMLINUX=$(abspath $(CACHE)/vmlinux.sym) MVM_LINUX_SYSTEM_MAP=$(abspath $(CACHE)/System.map) \
 	$(LAB_ENV_EXTRA) $(OUT)/arm64/integration.test -test.v -test.run '$(value LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
 else
@@ -155,7 +161,7 @@ lab-test: $(LAB_FILES) $(MODULE_FILES) $(LAB_CPIO) | lab-deps
 	rm -rf $(LAB_OUT)
 	$(GO) run ./lab $(LAB_FLAGS) -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) -out $(LAB_OUT) \
 	  $(LAB_ADD) $(foreach f,$(LAB_CPIO),-cpio $(f)) \
-	  -run '$(if $(LAB_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_LAB_OUT=$$LAB_OUT $(LAB_ENV) $(LAB_ENV_EXTRA) /lab/integration.test -test.v -test.run "$(value LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
+	  -run '$(if $(filter yes,$(LAB_QEMU)),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_LAB_OUT=$$LAB_OUT $(LAB_ENV) $(LAB_ENV_EXTRA) /lab/integration.test -test.v -test.run "$(value LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
 endif
 
 # The tests whose failure only a host without FEAT_S2FWB can show, in a lab

@@ -122,7 +122,12 @@ func (f footprint) String() string {
 
 // measureFootprint reads pid's smaps. The guest RAM mapping is the one
 // anonymous mapping of guestSize bytes made with MAP_NORESERVE (VmFlags
-// "nr", vmm/memory.go); the Go runtime maps without it.
+// "nr", vmm/memory.go); the Go runtime maps without it. With --share it is
+// the shared memfd mvm-guest-ram instead, whose pages are not Anonymous.
+// guestMemfd is how smaps names guest RAM when it is a memfd (memfd_create
+// names it "memfd:NAME", and it is unlinked from the start).
+const guestMemfd = "/memfd:mvm-guest-ram"
+
 func measureFootprint(pid int, bin string, guestSize uint64) (footprint, error) {
 	maps, err := readSmaps(pid)
 	if err != nil {
@@ -133,7 +138,7 @@ func measureFootprint(pid int, bin string, guestSize uint64) (footprint, error) 
 	var rest []mapping
 	for _, m := range maps {
 		f.rss += m.rss
-		if m.size == guestSize && m.path == "" && slices.Contains(m.flags, "nr") {
+		if m.size == guestSize && (m.path == "" || strings.HasPrefix(m.path, guestMemfd)) && slices.Contains(m.flags, "nr") {
 			f.guest += m.rss
 			f.guestAnon += m.anon
 			guests++

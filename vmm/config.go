@@ -105,6 +105,11 @@ type Config struct {
 	Disks []Disk
 	Nets  []NetDevice
 	RNG   bool
+	// Shares are virtio-fs devices, each served by its own virtiofsd
+	// (Virtiofsd, default DefaultVirtiofsd); guest RAM is then a shared
+	// memfd the backends map.
+	Shares    []Share
+	Virtiofsd string
 
 	// Seccomp puts every mvm thread under the run allow-list once setup is
 	// done (docs/seccomp.md); a call outside it kills mvm.

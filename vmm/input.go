@@ -58,6 +58,9 @@ func checkInput(cfg Config) (input, error) {
 			return in, &InputError{fmt.Errorf("--disk: %w", err)}
 		}
 	}
+	if err := checkShares(cfg); err != nil {
+		return in, &InputError{err}
+	}
 	if cfg.Profile && cfg.GuestSymbols != "" {
 		if in.symbols, err = openSymbols(cfg.GuestSymbols); err != nil {
 			return in, &InputError{fmt.Errorf("--guest-symbols %w", err)}

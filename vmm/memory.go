@@ -11,19 +11,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// guestRAM is the VM's RAM: one anonymous mapping per region, each a KVM
-// memory slot.
+// guestRAM is the VM's RAM: one mapping per region, each a KVM memory
+// slot. It is anonymous memory, or with shared set one memfd holding every
+// region back to back, which vhost-user backends (virtiofsd) map too.
 type guestRAM struct {
 	regions []Region
 	mem     [][]byte
+	memfd   int      // -1 unless shared
+	offsets []uint64 // each region's offset in the memfd
 }
 
-func newGuestRAM(vm *hkvm.VM, regions []Region) (*guestRAM, error) {
-	g := &guestRAM{regions: regions}
+func newGuestRAM(vm *hkvm.VM, regions []Region, shared bool) (*guestRAM, error) {
+	g := &guestRAM{regions: regions, memfd: -1}
+	if shared {
+		var total uint64
+		for _, r := range regions {
+			g.offsets = append(g.offsets, total)
+			total += r.Size
+		}
+		fd, err := unix.MemfdCreate("mvm-guest-ram", unix.MFD_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("memfd for shared guest RAM: %w", err)
+		}
+		g.memfd = fd
+		if err := unix.Ftruncate(fd, int64(total)); err != nil {
+			g.close()
+			return nil, fmt.Errorf("size the guest RAM memfd to %s: %w", FormatSize(total), err)
+		}
+	}
 	for i, r := range regions {
 		// MAP_NORESERVE: a large guest costs only what it touches.
-		m, err := unix.Mmap(-1, 0, int(r.Size), unix.PROT_READ|unix.PROT_WRITE,
-			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		var m []byte
+		var err error
+		if shared {
+			m, err = unix.Mmap(g.memfd, int64(g.offsets[i]), int(r.Size), unix.PROT_READ|unix.PROT_WRITE,
+				unix.MAP_SHARED|unix.MAP_NORESERVE)
+		} else {
+			m, err = unix.Mmap(-1, 0, int(r.Size), unix.PROT_READ|unix.PROT_WRITE,
+				unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		}
 		if err != nil {
 			g.close()
 			return nil, fmt.Errorf("map %s of guest RAM: %w", FormatSize(r.Size), err)
@@ -83,6 +109,10 @@ func (g *guestRAM) close() {
 		unix.Munmap(m)
 	}
 	g.mem = nil
+	if g.memfd >= 0 {
+		unix.Close(g.memfd)
+		g.memfd = -1
+	}
 }
 
 // procKB reads one "Name:   N kB" field of a /proc file, 0 if unreadable.

@@ -55,14 +55,20 @@ type MemoryUse struct {
 	RSS           uint64 // resident set of the whole mvm process
 	GuestResident uint64 // guest RAM pages resident in host memory
 	// Anonymous is the process's resident anonymous memory (guest RAM
-	// included, the executable's shared text not).
+	// included unless GuestMemfd, the executable's shared text not).
 	Anonymous uint64
+	// GuestMemfd is set when guest RAM is a shared memfd (--share): its
+	// pages are shared memory (RssShmem), not counted in Anonymous.
+	GuestMemfd bool `json:",omitempty"`
 }
 
 // PrivateOverhead is mvm's own anonymous memory: heap, stacks, runtime —
 // what each additional VM costs, without the executable's text, which
 // every mvm process on a host shares.
 func (m MemoryUse) PrivateOverhead() uint64 {
+	if m.GuestMemfd {
+		return m.Anonymous
+	}
 	if m.Anonymous < m.GuestResident {
 		return 0
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // The virtio-mmio window (docs/devices.md): devices sit 4 KiB apart from
-// VirtioBase in the order disks, networks, entropy — hype's mmio.NewBus
+// VirtioBase in the order disks, networks, entropy, shares — hype's mmio.NewBus
 // layout — each with its own edge-triggered SPI.
 const (
 	VirtioSlotSize = 0x1000
@@ -86,7 +86,7 @@ func ParseNet(spec string) (NetDevice, error) {
 
 // virtioCount is the number of virtio devices the configuration asks for.
 func (c *Config) virtioCount() int {
-	n := len(c.Disks) + len(c.Nets)
+	n := len(c.Disks) + len(c.Nets) + len(c.Shares)
 	if c.RNG {
 		n++
 	}
@@ -96,7 +96,7 @@ func (c *Config) virtioCount() int {
 // validateVirtio checks the virtio devices' part of the configuration.
 func (c *Config) validateVirtio() error {
 	if n := c.virtioCount(); n > VirtioMax {
-		return fmt.Errorf("%d virtio devices (--disk, --net and the rng) are more than the %d the device window holds", n, VirtioMax)
+		return fmt.Errorf("%d virtio devices (--disk, --net, --share and the rng) are more than the %d the device window holds", n, VirtioMax)
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Nets {
@@ -105,7 +105,7 @@ func (c *Config) validateVirtio() error {
 		}
 		seen[n.Tap] = true
 	}
-	return nil
+	return c.validateShares()
 }
 
 // VirtioNode is a virtio-mmio transport ("virtio,mmio" binding). Its

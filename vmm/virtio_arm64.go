@@ -60,7 +60,32 @@ func (m *VM) openVirtio() error {
 	if m.cfg.RNG {
 		add(virtio.NewRNG())
 	}
+	for i, sh := range m.cfg.Shares {
+		fs, err := virtio.StartFS(virtio.FSOptions{
+			Name: fmt.Sprintf("virtio-fs%d", i), Tag: sh.Tag, Dir: sh.HostDir, ReadOnly: sh.ReadOnly,
+			Virtiofsd: m.cfg.virtiofsd(), Sandbox: ShareSandbox(),
+		}, m.log)
+		if err != nil {
+			return fmt.Errorf("--share %s: %w", sh.HostDir, err)
+		}
+		add(fs)
+	}
 	return nil
+}
+
+// SharedRegions gives vhost-user backends guest RAM (a memfd when the VM
+// has shares; none otherwise).
+func (r ramView) SharedRegions() []virtio.SharedRegion {
+	g := r.g
+	if g.memfd < 0 {
+		return nil
+	}
+	var out []virtio.SharedRegion
+	for i, reg := range g.regions {
+		out = append(out, virtio.SharedRegion{GuestAddr: reg.Base, Size: reg.Size,
+			UserAddr: uint64(uintptrOf(g.mem[i])), Fd: g.memfd, Offset: g.offsets[i]})
+	}
+	return out
 }
 
 // attachVirtio puts each device on the bus behind a virtio-mmio transport,

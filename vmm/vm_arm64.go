@@ -158,7 +158,7 @@ func (m *VM) build() error {
 	if err := m.setupPSCI(); err != nil {
 		return err
 	}
-	if m.ram, err = newGuestRAM(m.vm, RAMRegions(m.cfg.Memory)); err != nil {
+	if m.ram, err = newGuestRAM(m.vm, RAMRegions(m.cfg.Memory), len(m.cfg.Shares) > 0); err != nil {
 		return err
 	}
 	if err := m.createVCPUs(); err != nil {
@@ -757,5 +757,6 @@ func (m *VM) memoryUse() MemoryUse {
 	}
 	u.RSS = procKB("/proc/self/status", "VmRSS")
 	u.Anonymous = procKB("/proc/self/smaps_rollup", "Anonymous")
+	u.GuestMemfd = m.ram.memfd >= 0
 	return u
 }

@@ -61,6 +61,8 @@ type runFlags struct {
 	guestSymbols     string
 	metricsAddr      string
 	disks, nets      []string
+	shares           []string
+	virtiofsd        string
 	rng              bool
 	seccomp          bool
 }
@@ -93,6 +95,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics) while the VM runs")
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk PATH[,ro] on a raw image (repeatable: /dev/vda, /dev/vdb, ... in order); ro refuses guest writes")
 	fl.StringArrayVar(&f.nets, "net", nil, "virtio-net NIC tap=NAME[,mac=MAC] on an existing tap device (repeatable); default MAC derived from the tap name")
+	fl.StringArrayVar(&f.shares, "share", nil, "virtio-fs share HOSTDIR[,at=GUESTPATH][,tag=TAG][,ro] served by its own virtiofsd (repeatable; default tag shareN, N counting from 0); the guest mounts it with mount -t virtiofs TAG DIR; ro makes guest writes fail with EROFS")
+	fl.StringVar(&f.virtiofsd, "virtiofsd", vmm.DefaultVirtiofsd, "the virtiofsd binary --share starts (Debian's virtiofsd package)")
 	fl.BoolVar(&f.rng, "rng", true, "virtio-rng entropy device fed from the host's getrandom (--rng=false to leave it out)")
 	fl.BoolVar(&f.seccomp, "seccomp", true, "once the VM is set up, run every mvm thread under a seccomp allow-list (docs/seccomp.md); a call outside it kills mvm with SIGSYS. --seccomp=false is for debugging")
 }
@@ -162,6 +166,14 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 		}
 		cfg.Nets = append(cfg.Nets, n)
 	}
+	for i, spec := range f.shares {
+		sh, err := vmm.ParseShare(spec, i)
+		if err != nil {
+			return cfg, usageError{err}
+		}
+		cfg.Shares = append(cfg.Shares, sh)
+	}
+	cfg.Virtiofsd = f.virtiofsd
 	cfg.RNG = f.rng
 	for _, spec := range f.markers {
 		mk, err := vmm.ParseConsoleMarker(spec)
@@ -216,7 +228,11 @@ Devices (virtio-mmio, docs/devices.md): --disk PATH[,ro] adds a virtio-blk
 disk on a raw image (the guest sees /dev/vda, /dev/vdb, ... in flag order;
 guest flushes reach the file with fdatasync; an image another mvm has open
 writable is refused); --net tap=NAME[,mac=MAC] a virtio-net NIC on an
-existing tap; a virtio-rng entropy device is there unless --rng=false. The
+existing tap; a virtio-rng entropy device is there unless --rng=false;
+--share HOSTDIR[,at=GUESTPATH][,tag=TAG][,ro] a virtio-fs device served by
+its own virtiofsd (guest: mount -t virtiofs TAG DIR; guest RAM is then a
+shared memfd; a missing virtiofsd or HOSTDIR, or a tag or guest path given
+twice, is bad input; a writable share needs root). The
 guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vmm.UARTBase, vmm.RTCBase),
 		Example: `  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \

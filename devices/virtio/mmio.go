@@ -46,6 +46,8 @@ type Env struct {
 	Kicks []*Event
 	// Features are the negotiated feature bits.
 	Features uint64
+	// Mem is guest RAM (a vhost-user device hands it to its backend).
+	Mem Memory
 	// Interrupt tells the driver that used buffers are waiting.
 	Interrupt func()
 	// Fault reports a driver error the device cannot continue from: the
@@ -367,6 +369,7 @@ func (t *Transport) startLocked() {
 		Queues:    make([]*Queue, len(t.queues)),
 		Kicks:     t.kicks,
 		Features:  t.drvFeat,
+		Mem:       t.mem,
 		Interrupt: func() { t.raise(intUsedBuffer) },
 		Fault:     t.fault,
 		Problem:   t.problem,

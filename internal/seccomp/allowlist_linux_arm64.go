@@ -103,5 +103,17 @@ func Run(pid int) []Rule {
 		Allow("setsockopt", unix.SYS_SETSOCKOPT),
 		Allow("getsockname", unix.SYS_GETSOCKNAME),
 		Allow("shutdown", unix.SYS_SHUTDOWN),
+		// virtio-fs (--share): vhost-user requests to virtiofsd, with
+		// file descriptors (SET_MEM_TABLE, SET_VRING_KICK/CALL) in
+		// SCM_RIGHTS, when the guest's driver sets DRIVER_OK; at the end,
+		// reaping virtiofsd (os.Process.Wait: waitid on its pidfd, wait4
+		// without pidfds) and killing one that does not exit (a pidfd
+		// reaches only mvm's own children). virtiofsd is started before
+		// the filter, so no clone or execve is needed.
+		Allow("sendmsg", unix.SYS_SENDMSG),
+		Allow("recvmsg", unix.SYS_RECVMSG),
+		Allow("waitid", unix.SYS_WAITID),
+		Allow("wait4", unix.SYS_WAIT4),
+		Allow("pidfd_send_signal", unix.SYS_PIDFD_SEND_SIGNAL),
 	}
 }
