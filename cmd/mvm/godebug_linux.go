@@ -48,6 +48,9 @@ func runtimeSettings() []string { return []string{"disablethp=1", "asyncpreempto
 func withRuntimeSettings(start time.Time) {
 	if _, ok := os.LookupEnv(startEnv); ok {
 		nameAfterExec()
+		if _, ok := os.LookupEnv(thpRestoreEnv); ok {
+			bssOnSmallPages()
+		}
 	}
 	before, had := os.LookupEnv("GODEBUG")
 	godebug, changed := withSettings(before)
@@ -58,9 +61,90 @@ func withRuntimeSettings(start time.Time) {
 	if had {
 		saved = "set:" + before
 	}
-	env := withoutVars(os.Environ(), "GODEBUG", startEnv, godebugBeforeEnv)
+	env := withoutVars(os.Environ(), "GODEBUG", startEnv, godebugBeforeEnv, thpRestoreEnv)
 	env = append(env, "GODEBUG="+godebug, startEnv+"="+strconv.FormatInt(start.UnixNano(), 10), godebugBeforeEnv+"="+saved)
+	// Transparent huge pages off for the exec'd runtime's start, back on
+	// after it (bssOnSmallPages), where THP was on.
+	if thp, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prGetTHPDisable, 0, 0); errno == 0 && thp == 0 {
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetTHPDisable, 1, 0); errno == 0 {
+			env = append(env, thpRestoreEnv+"=1")
+		}
+	}
 	syscall.Exec(execPath(os.Executable()), os.Args, env)
+	// The exec failed: mvm runs as it is, with THP as it was.
+	syscall.RawSyscall(syscall.SYS_PRCTL, prSetTHPDisable, 0, 0)
+}
+
+// prctl(2) options (include/uapi/linux/prctl.h).
+const (
+	prSetTHPDisable = 41
+	prGetTHPDisable = 42
+)
+
+// thpRestoreEnv tells the exec'd mvm that withRuntimeSettings turned
+// transparent huge pages off for it (PR_SET_THP_DISABLE, which an exec
+// keeps) and that it should turn them back on (bssOnSmallPages).
+const thpRestoreEnv = "MVM_THP_RESTORE"
+
+// bssOnSmallPages turns transparent huge pages back on for mvm, now that
+// the runtime has started on small pages, and keeps them off the binary's
+// zero-initialised data (.bss). That mapping is anonymous and, with THP
+// "always" (Debian's default), the runtime's first write into any 2 MiB
+// stretch of it that lies whole inside the mapping faults in a whole huge
+// page: Go 1.26 links a 32 MiB zero buffer (crypto/internal/fips140/drbg)
+// into it, and whenever the binary's layout put the runtime's own .bss
+// variables inside such a stretch, 2 MiB of it was resident (TestFootprint:
+// anonymous memory beyond guest RAM 4.29 MiB instead of ~2.4). Guest RAM,
+// mapped later, keeps its huge pages. Best effort: on failure mvm runs as
+// it is.
+func bssOnSmallPages() {
+	syscall.RawSyscall(syscall.SYS_PRCTL, prSetTHPDisable, 0, 0)
+	start, end, ok := bssRange()
+	if !ok {
+		return
+	}
+	// MADV_NOHUGEPAGE: khugepaged (max_ptes_none 511) would otherwise
+	// collapse the small pages into a huge one later.
+	syscall.RawSyscall(syscall.SYS_MADVISE, start, end-start, syscall.MADV_NOHUGEPAGE)
+}
+
+// bssRange finds the binary's .bss: the anonymous read-write mapping that
+// starts where the executable's last mapping ends (/proc/self/maps).
+func bssRange() (start, end uintptr, ok bool) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return 0, 0, false
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0, 0, false
+	}
+	return bssIn(string(maps), exe)
+}
+
+// bssIn is bssRange on the text of a maps file.
+func bssIn(maps, exe string) (start, end uintptr, ok bool) {
+	var exeEnd string
+	for _, line := range strings.Split(maps, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		switch {
+		case len(f) >= 6 && f[5] == exe:
+			exeEnd = hi
+		case exeEnd != "" && len(f) == 5 && lo == exeEnd && strings.HasPrefix(f[1], "rw"):
+			a, err1 := strconv.ParseUint(lo, 16, 64)
+			b, err2 := strconv.ParseUint(hi, 16, 64)
+			return uintptr(a), uintptr(b), err1 == nil && err2 == nil && b > a
+		default:
+			if exeEnd != "" {
+				return 0, 0, false
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 // execPath is the file withRuntimeSettings executes: the binary's own path
@@ -130,7 +214,7 @@ func childEnvironFrom(environ []string) []string {
 	if !ok {
 		return nil
 	}
-	env := withoutVars(environ, "GODEBUG", godebugBeforeEnv)
+	env := withoutVars(environ, "GODEBUG", godebugBeforeEnv, thpRestoreEnv)
 	if v, set := strings.CutPrefix(saved, "set:"); set {
 		env = append(env, "GODEBUG="+v)
 	}

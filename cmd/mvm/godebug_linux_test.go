@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -79,6 +80,45 @@ func TestExecPath(t *testing.T) {
 	}{{cp, nil}, {cp + ".missing", nil}, {self, errors.New("no executable")}} {
 		if got := execPath(c.exe, c.err); got != "/proc/self/exe" {
 			t.Errorf("execPath(%q, %v) = %q, want /proc/self/exe", c.exe, c.err, got)
+		}
+	}
+}
+
+// bssIn finds the anonymous mapping right after the executable's, as the
+// lab's mvm had it (TestFootprint's smaps), and nothing where there is none.
+func TestBSSIn(t *testing.T) {
+	maps := `00010000-005ff000 r-xp 00000000 00:02 87                                 /lab/mvm
+00600000-00d51000 r--p 005f0000 00:02 87                                 /lab/mvm
+00d60000-00de9000 rw-p 00d50000 00:02 87                                 /lab/mvm
+00de9000-02e3a000 rw-p 00000000 00:00 0 
+455cd6c00000-455cd7400000 rw-p 00000000 00:00 0 
+`
+	start, end, ok := bssIn(maps, "/lab/mvm")
+	if !ok || start != 0xde9000 || end != 0x2e3a000 {
+		t.Errorf("bssIn = %#x-%#x %v, want 0xde9000-0x2e3a000 true", start, end, ok)
+	}
+	noBSS := `00010000-005ff000 r-xp 00000000 00:02 87 /lab/mvm
+00d60000-00de9000 rw-p 00d50000 00:02 87 /lab/mvm
+00e00000-00f00000 rw-p 00000000 00:00 0
+`
+	if _, _, ok := bssIn(noBSS, "/lab/mvm"); ok {
+		t.Error("bssIn found a .bss in a mapping that does not follow the executable's")
+	}
+	if _, _, ok := bssIn(maps, "/other/mvm"); ok {
+		t.Error("bssIn found a .bss for an executable not in the maps")
+	}
+}
+
+// On this host the exec'd process's .bss is found, and the exec leaves THP
+// as it was for commands mvm starts (no MVM_THP_RESTORE in their env).
+func TestBSSRangeHere(t *testing.T) {
+	if _, _, ok := bssRange(); !ok {
+		t.Skip("this test binary has no separate .bss mapping (linker layout)")
+	}
+	env := childEnvironFrom([]string{"PATH=/bin", godebugBeforeEnv + "=unset", thpRestoreEnv + "=1"})
+	for _, kv := range env {
+		if strings.HasPrefix(kv, thpRestoreEnv+"=") {
+			t.Errorf("child environment keeps %s", kv)
 		}
 	}
 }
