@@ -77,7 +77,7 @@ func TestBadInput(t *testing.T) {
 		{"missing file", []string{"run", "--kernel", filepath.Join(dir, "nope")}, 2, "does not exist"},
 		{"directory", []string{"run", "--kernel", dir}, 2, "is a directory"},
 		{"empty file", []string{"run", "--kernel", empty}, 2, "is empty"},
-		{"text file", []string{"run", "--kernel", text}, 2, "not an arm64 Image"},
+		{"text file", []string{"run", "--kernel", text}, 2, "is a text file; --kernel takes an arm64 Image"},
 		{"no kernel", []string{"run"}, 2, "--kernel is required"},
 		{"zero cpus", []string{"run", "--kernel", hello, "--cpus", "0"}, 2, "at least 1 vCPU"},
 		{"tiny memory", []string{"run", "--kernel", hello, "--memory", "1K"}, 2, "too small"},
