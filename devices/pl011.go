@@ -343,15 +343,7 @@ func (p *PL011) setRegLocked(off uint64, v uint32) {
 func (p *PL011) Read(off uint64, data []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var word uint32
-	wordAt := ^uint64(0)
-	for i := range data {
-		o := off + uint64(i)
-		if a := o &^ 3; a != wordAt {
-			wordAt, word = a, p.regLocked(a)
-		}
-		data[i] = byte(word >> (8 * (o & 3)))
-	}
+	readWords(off, data, p.regLocked)
 	p.updateLocked()
 }
 

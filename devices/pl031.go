@@ -143,15 +143,7 @@ func b2u(b bool) uint32 {
 func (r *PL031) Read(off uint64, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var word uint32
-	wordAt := ^uint64(0)
-	for i := range data {
-		o := off + uint64(i)
-		if a := o &^ 3; a != wordAt {
-			wordAt, word = a, r.regLocked(a)
-		}
-		data[i] = byte(word >> (8 * (o & 3)))
-	}
+	readWords(off, data, r.regLocked)
 }
 
 // Write implements Device.
