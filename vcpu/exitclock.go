@@ -24,6 +24,9 @@ type exitClock struct {
 	// mult is ns per tick in 32.32 fixed point; limit is 100 ms of ticks,
 	// below which d*mult cannot overflow (d*mult < 1e8 * 2^32 < 2^64).
 	mult, limit uint64
+	// maxSkew is 2 µs of ticks: the widest anchor bracket taken as one
+	// moment (two counter reads and a vDSO call take well under 1 µs).
+	maxSkew uint64
 }
 
 func newExitClock(origin time.Time) exitClock {
@@ -33,13 +36,28 @@ func newExitClock(origin time.Time) exitClock {
 		// every read re-anchors, on the monotonic clock alone.
 		return exitClock{origin: origin}
 	}
-	return exitClock{origin: origin, mult: (uint64(1e9) << 32) / f, limit: f / 10}
+	return exitClock{origin: origin, mult: (uint64(1e9) << 32) / f, limit: f / 10, maxSkew: max(f/500000, 1)}
 }
 
 // anchor pairs a counter value with the monotonic offset of that moment.
+// The monotonic read is bracketed by two counter reads and the pair taken
+// at their midpoint; a bracket wider than maxSkew means the thread was
+// preempted between the reads (seen in CI: 90 µs), which would offset
+// every time until the next anchor, so it is read again.
 func (c *exitClock) anchor() {
-	c.anchorTicks = readCounter()
-	c.anchorOff = time.Since(c.origin)
+	if c.mult == 0 {
+		c.anchorTicks, c.anchorOff = readCounter(), time.Since(c.origin)
+		return
+	}
+	for try := 0; ; try++ {
+		t0 := readCounter()
+		off := time.Since(c.origin)
+		t1 := readCounter()
+		if t1-t0 <= c.maxSkew || try == 8 {
+			c.anchorTicks, c.anchorOff = t0+(t1-t0)/2, off
+			return
+		}
+	}
 }
 
 // now is the offset from origin of the current moment.
