@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -204,6 +205,24 @@ func TestBenchAB(t *testing.T) {
 		t.Error("secondaries with 1 vCPU in the benchstat output")
 	}
 
+	// The CI form of the same verdict: B's regressed phases are failed
+	// JUnit test cases, A2's pass.
+	junit := filepath.Join(t.TempDir(), "boot.xml")
+	if r := mvm(t, time.Minute, "bench", "--from", js, "--fail-on-regression", "5", "--junit", junit); r.code != 1 {
+		t.Errorf("--junit: exit status %d, want 1\n%s", r.code, r.stderr)
+	}
+	failed := junitFailures(t, junit)
+	for _, p := range []string{runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
+		if !failed["mvm-bench.B "+p+" 1 vCPU"] {
+			t.Errorf("JUnit: B %s is not a failed test case (failed: %v)", p, failed)
+		}
+	}
+	for k := range failed {
+		if strings.HasPrefix(k, "mvm-bench.A2 ") {
+			t.Errorf("JUnit: A/A case %s failed", k)
+		}
+	}
+
 	// The same boots with B as the baseline: A is faster, which is no
 	// regression (exit 0), though significant with a negative delta.
 	r = mvm(t, time.Minute, "bench", "--from", js, "--baseline", "B", "--fail-on-regression", "5", "--format", "json")
@@ -322,4 +341,35 @@ func TestBenchBadInput(t *testing.T) {
 			t.Errorf("the stopped run's result: %+v", s)
 		}
 	})
+}
+
+// junitFailures reads a JUnit XML file and returns its failed test cases as
+// "classname name".
+func junitFailures(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Classname string    `xml:"classname,attr"`
+				Name      string    `xml:"name,attr"`
+				Failure   *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	failed := map[string]bool{}
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			if c.Failure != nil {
+				failed[c.Classname+" "+c.Name] = true
+			}
+		}
+	}
+	return failed
 }
