@@ -16,7 +16,6 @@ import (
 	"time"
 	"unsafe"
 
-	hkvm "github.com/c35s/hype/kvm"
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/internal/kvm"
@@ -193,12 +192,12 @@ func (v *VCPU) answerInspect() {
 // KVM binds a vCPU to the thread that uses it. New names that thread
 // "mvm-vcpu-<id>" (as QEMU, Firecracker and others name theirs), so that
 // ps, top and mvm profile --pid can tell the vCPU threads apart.
-func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
-	fd, err := hkvm.CreateVCPU(vm, id)
+func New(sys, vm *os.File, id int, init kvm.VCPUInit) (*VCPU, error) {
+	fd, err := kvm.CreateVCPU(vm, id)
 	if err != nil {
 		return nil, fmt.Errorf("create vCPU %d: %w", id, err)
 	}
-	v := &VCPU{ID: id, fd: fd.File, init: init, origin: time.Now()}
+	v := &VCPU{ID: id, fd: fd, init: init, origin: time.Now()}
 	v.clock = newExitClock(v.origin)
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		fd.Close()
@@ -333,10 +332,10 @@ func (v *VCPU) InitPMU(intid uint32) error {
 func (v *VCPU) LastVBAR() uint64 { return v.vbar.Load() }
 
 // Reg reads a ONE_REG register.
-func (v *VCPU) Reg(id uint64) (uint64, error) { return kvm.GetOneReg(v.fd, id) }
+func (v *VCPU) Reg(id kvm.RegID) (uint64, error) { return kvm.GetOneReg(v.fd, id) }
 
 // SetReg writes a ONE_REG register.
-func (v *VCPU) SetReg(id, val uint64) error { return kvm.SetOneReg(v.fd, id, val) }
+func (v *VCPU) SetReg(id kvm.RegID, val uint64) error { return kvm.SetOneReg(v.fd, id, val) }
 
 // X reads general-purpose register Xn.
 func (v *VCPU) X(n int) (uint64, error) { return kvm.GetOneReg(v.fd, kvm.RegX(n)) }
@@ -456,8 +455,9 @@ func (v *VCPU) reset(req PowerOnRequest) error {
 // A reboot still re-initialises every vCPU (Loop's first park).
 func (v *VCPU) rearm() error {
 	for _, r := range [...]struct {
-		id, val uint64
-		name    string
+		id   kvm.RegID
+		val  uint64
+		name string
 	}{
 		{kvm.RegPSTATE, v.resetPSTATE, "PSTATE"},
 		{kvm.RegSCTLREL1, v.resetSCTLR, "SCTLR_EL1"},

@@ -16,8 +16,6 @@ import (
 	"time"
 	"unsafe"
 
-	hkvm "github.com/c35s/hype/kvm"
-
 	"github.com/mvm-dev/mvm/devices"
 	"github.com/mvm-dev/mvm/exits/profile"
 	"github.com/mvm-dev/mvm/exits/symbols"
@@ -34,7 +32,7 @@ type VM struct {
 	psci runsummary.PSCIMode // resolved: user or kernel
 
 	sys *os.File
-	vm  *hkvm.VM
+	vm  *os.File
 	gic *os.File
 	ram *guestRAM
 
@@ -141,15 +139,15 @@ func (m *VM) build() error {
 	if m.sys, err = kvm.Open(); err != nil {
 		return err
 	}
-	if max := kvm.CheckExtension(m.sys, hkvm.CapMaxVCPUs); max > 0 && m.cfg.CPUs > max {
+	if max := kvm.CheckExtension(m.sys, kvm.CapMaxVCPUs); max > 0 && m.cfg.CPUs > max {
 		return fmt.Errorf("--cpus %d is more than this host's KVM allows (KVM_CAP_MAX_VCPUS = %d)", m.cfg.CPUs, max)
 	}
 	if m.cfg.PMU {
-		if err := checkPMU(func(c int) int { return kvm.CheckExtension(m.sys, hkvm.Cap(c)) }); err != nil {
+		if err := checkPMU(func(c kvm.Cap) int { return kvm.CheckExtension(m.sys, c) }); err != nil {
 			return err
 		}
 	}
-	vm, err := hkvm.CreateVM(m.sys)
+	vm, err := kvm.CreateVM(m.sys)
 	if err != nil {
 		return fmt.Errorf("KVM_CREATE_VM: %w", err)
 	}
@@ -242,7 +240,7 @@ func (m *VM) setupProfile() error {
 // setupPSCI resolves the PSCI mode and installs the SMCCC filter for user
 // mode. The filter must be set before any vCPU runs.
 func (m *VM) setupPSCI() error {
-	has := kvm.HasSMCCCFilter(m.vm.File)
+	has := kvm.HasSMCCCFilter(m.vm)
 	switch m.cfg.PSCI {
 	case runsummary.PSCIUser:
 		if !has {
@@ -262,7 +260,7 @@ func (m *VM) setupPSCI() error {
 	}
 	for _, r := range psci.FilterRanges() {
 		f := kvm.SMCCCFilter{Base: r.Base, NrFunctions: r.Count, Action: kvm.SMCCCActionForward}
-		if err := kvm.SetSMCCCFilter(m.vm.File, f); err != nil {
+		if err := kvm.SetSMCCCFilter(m.vm, f); err != nil {
 			return fmt.Errorf("install SMCCC filter %#x+%#x: %w", r.Base, r.Count, err)
 		}
 	}
@@ -272,7 +270,7 @@ func (m *VM) setupPSCI() error {
 // createVCPUs starts one goroutine per vCPU; each creates and initialises
 // its vCPU on its own locked OS thread.
 func (m *VM) createVCPUs() error {
-	target, err := kvm.PreferredTarget(m.vm.File)
+	target, err := kvm.PreferredTarget(m.vm)
 	if err != nil {
 		return fmt.Errorf("KVM_ARM_PREFERRED_TARGET: %w", err)
 	}
@@ -350,7 +348,7 @@ func (m *VM) onEachVCPU(fn func(*vcpu.VCPU) error) error {
 // createGIC creates the in-kernel vGICv3 with one redistributor region for
 // all vCPUs (Documentation/virt/kvm/devices/arm-vgic-v3.rst).
 func (m *VM) createGIC() error {
-	gic, err := kvm.CreateDevice(m.vm.File, kvm.DevTypeARMVGICv3)
+	gic, err := kvm.CreateDevice(m.vm, kvm.DevTypeARMVGICv3)
 	if err != nil {
 		return fmt.Errorf("create vGICv3: %w (this host's KVM has no GICv3 emulation; mvm needs it)", err)
 	}
@@ -384,7 +382,7 @@ func (m *VM) createDevices() error {
 	m.watcher = newConsoleWatcher(console, append(DefaultConsoleMarkers(), m.cfg.Markers...))
 	// Either UART's line is level-triggered: KVM_IRQ_LINE follows it.
 	uartIRQ := func(level bool) {
-		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+UARTSPI, level); err != nil {
+		if err := kvm.IRQLine(m.vm, kvm.IRQTypeSPI, 0, SPIFirst+UARTSPI, level); err != nil {
 			m.log.Warn("raise UART interrupt", "err", err)
 		}
 	}
@@ -406,7 +404,7 @@ func (m *VM) createDevices() error {
 	})
 	// The PL031's line is level-triggered: KVM_IRQ_LINE follows it.
 	m.rtc = devices.NewPL031(devices.HostClock{}, func(level bool) {
-		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+RTCSPI, level); err != nil {
+		if err := kvm.IRQLine(m.vm, kvm.IRQTypeSPI, 0, SPIFirst+RTCSPI, level); err != nil {
 			m.log.Warn("raise RTC interrupt", "err", err)
 		}
 	})
