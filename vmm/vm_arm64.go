@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -27,8 +26,12 @@ import (
 
 // VM is one virtual machine.
 type VM struct {
+	// exitCore: the logger, the device bus, PSCI (user mode), the exit
+	// accounting and the guest-misbehaviour counters; the VM's answer
+	// to each vCPU exit.
+	exitCore
+
 	cfg  Config
-	log  *slog.Logger
 	psci runsummary.PSCIMode // resolved: user or kernel
 
 	sys *os.File
@@ -42,7 +45,6 @@ type VM struct {
 	// input before the host is touched (checkInput).
 	guestSyms *symbols.Table
 
-	bus     devices.Bus
 	uart    devices.ConsoleUART // the 16550 or, with --serial pl011, the PL011
 	marker  *devices.Marker
 	rtc     *devices.PL031
@@ -50,26 +52,13 @@ type VM struct {
 	virtio  []*virtioSlot
 
 	cpus    []*cpuThread
-	pm      *psci.Machine // PSCI user mode only
-	prof    *vmProfile
 	heat    *exitHeat
 	metrics *metricsServer
-
-	unmappedSeen  *logOnce // guest addresses logged
-	unmappedCount atomic.Uint64
-	unknownHVC    *logOnce // SMCCC function IDs logged
-	unknownCount  atomic.Uint64
-	psciRejected  *psciRejects // PSCI calls refused for their arguments
 
 	events chan endEvent // first guest-initiated end of the run
 
 	mu       sync.Mutex
 	timeline Timeline
-}
-
-type endEvent struct {
-	kind runsummary.ExitKind
-	err  error
 }
 
 // cpuThread is the goroutine that owns one vCPU for the VM's life: it creates
@@ -94,18 +83,17 @@ func New(cfg Config) (*VM, error) {
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Now()
 	}
-	m := &VM{cfg: cfg, log: cfg.Logger, events: make(chan endEvent, 1),
-		unmappedSeen: newLogOnce(maxLoggedKeys), unknownHVC: newLogOnce(maxLoggedKeys),
-		psciRejected: newPSCIRejects()}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	m := &VM{exitCore: newExitCore(log), cfg: cfg, events: make(chan endEvent, 1)}
 	// Every vCPU thread sits in KVM_RUN holding a P while its guest runs;
 	// with fewer Ps than vCPUs a goroutine woken for a CPU_ON or a device
 	// waits for the runtime to retake one (up to milliseconds). Enough Ps
 	// keep one idle for it.
 	if want := cfg.CPUs + 2; runtime.GOMAXPROCS(0) < want {
 		runtime.GOMAXPROCS(want)
-	}
-	if m.log == nil {
-		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if err := m.build(); err != nil {
 		m.Close()
@@ -324,7 +312,7 @@ func (m *VM) createVCPUs() error {
 		for i, t := range m.cpus {
 			mpidrs[i] = t.v.MPIDR()
 		}
-		return m.newPSCI(mpidrs)
+		return m.setUserPSCI(mpidrs, m.ram.contains)
 	}
 	return nil
 }
