@@ -26,7 +26,8 @@ type Exit struct {
 	// Errno is KVM_RUN's error other than EINTR and EAGAIN (0: none);
 	// Reason is meaningless then.
 	Errno unix.Errno
-	// At is when KVM_RUN returned.
+	// At is when KVM_RUN returned; set for a hypercall (a CPU_ON's
+	// start is timed from it).
 	At time.Time
 
 	MMIO        MMIOExit
@@ -121,37 +122,52 @@ type Action struct {
 	X0    uint64
 }
 
-// loopDecision is the run loop's own part of an exit: Handled exits go to
-// the Handler; an interrupted KVM_RUN re-enters; the rest stop the vCPU
-// with a fault (What and Detail of a FaultError).
-type loopDecision struct {
-	Handled, Reenter bool
-	What, Detail     string
-}
+// loopStep is the run loop's own decision about an exit.
+type loopStep uint8
+
+const (
+	// stepHandle: the Handler answers it (MMIO, hypercall, system event).
+	stepHandle loopStep = iota
+	// stepReenter: an interrupted KVM_RUN (a kick, immediate_exit):
+	// re-enter the guest.
+	stepReenter
+	// stepFault: stop the vCPU with a FaultError (faultText).
+	stepFault
+)
 
 // decide is the run loop's decision about e before any Handler sees it.
-func decide(e *Exit) loopDecision {
+func decide(e *Exit) loopStep {
+	if e.Errno != 0 {
+		return stepFault
+	}
+	switch e.Reason {
+	case kvm.ExitMMIO, kvm.ExitHypercall, kvm.ExitSystemEvent:
+		return stepHandle
+	case kvm.ExitIntr:
+		return stepReenter
+	}
+	return stepFault
+}
+
+// faultText is what and why for the FaultError of an exit decide says
+// faults.
+func faultText(e *Exit) (what, detail string) {
 	switch {
 	case e.Errno == unix.ENOSYS:
 		// arm64 KVM's answer to a data abort it cannot emulate: no
 		// valid instruction syndrome (ISV = 0), e.g. a load pair or a
 		// writeback access to an MMIO address.
-		return loopDecision{What: "KVM_RUN failed", Detail: "KVM cannot emulate the guest's MMIO access (no instruction syndrome: a load/store pair or writeback to a device address?)"}
+		return "KVM_RUN failed", "KVM cannot emulate the guest's MMIO access (no instruction syndrome: a load/store pair or writeback to a device address?)"
 	case e.Errno != 0:
-		return loopDecision{What: "KVM_RUN failed", Detail: e.Errno.Error()}
+		return "KVM_RUN failed", e.Errno.Error()
 	}
 	switch e.Reason {
-	case kvm.ExitMMIO, kvm.ExitHypercall, kvm.ExitSystemEvent:
-		return loopDecision{Handled: true}
-	case kvm.ExitIntr:
-		// A signal (a kick) or immediate_exit.
-		return loopDecision{Reenter: true}
 	case kvm.ExitFailEntry:
-		return loopDecision{What: "KVM_EXIT_FAIL_ENTRY", Detail: fmt.Sprintf("hardware_entry_failure_reason %#x on host CPU %d", e.FailEntry.Reason, e.FailEntry.CPU)}
+		return "KVM_EXIT_FAIL_ENTRY", fmt.Sprintf("hardware_entry_failure_reason %#x on host CPU %d", e.FailEntry.Reason, e.FailEntry.CPU)
 	case kvm.ExitInternalError:
-		return loopDecision{What: "KVM_EXIT_INTERNAL_ERROR", Detail: fmt.Sprintf("suberror %d data %#x", e.Internal.Suberror, e.Internal.Data[:e.Internal.NData])}
+		return "KVM_EXIT_INTERNAL_ERROR", fmt.Sprintf("suberror %d data %#x", e.Internal.Suberror, e.Internal.Data[:e.Internal.NData])
 	}
-	return loopDecision{What: "unhandled exit", Detail: fmt.Sprintf("exit reason %d", e.Reason)}
+	return "unhandled exit", fmt.Sprintf("exit reason %d", e.Reason)
 }
 
 // State is where a vCPU is in its life; one value, owned by the vCPU's

@@ -39,17 +39,27 @@ func TestDecide(t *testing.T) {
 		{name: "unknown reason", exit: Exit{Reason: 4242}, what: "unhandled exit", detail: []string{"4242"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := decide(&tt.exit)
-			if d.Handled != tt.handled || d.Reenter != tt.reenter || d.What != tt.what {
-				t.Errorf("decide = %+v, want handled %v reenter %v what %q", d, tt.handled, tt.reenter, tt.what)
+			want := stepFault
+			switch {
+			case tt.handled:
+				want = stepHandle
+			case tt.reenter:
+				want = stepReenter
+			}
+			if got := decide(&tt.exit); got != want {
+				t.Errorf("decide = %d, want %d", got, want)
+			}
+			if want != stepFault {
+				return
+			}
+			what, detail := faultText(&tt.exit)
+			if what != tt.what {
+				t.Errorf("fault %q, want %q", what, tt.what)
 			}
 			for _, s := range tt.detail {
-				if !strings.Contains(d.Detail, s) {
-					t.Errorf("detail %q does not say %q", d.Detail, s)
+				if !strings.Contains(detail, s) {
+					t.Errorf("detail %q does not say %q", detail, s)
 				}
-			}
-			if tt.what == "" && d.Detail != "" {
-				t.Errorf("detail %q for an exit that does not fault", d.Detail)
 			}
 		})
 	}

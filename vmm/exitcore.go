@@ -97,7 +97,7 @@ type cpuStart struct {
 func (c *exitCore) handle(cpu int, e *vcpu.Exit, regs guestRegs) exitAction {
 	switch e.Reason {
 	case kvm.ExitMMIO:
-		return c.mmio(cpu, &e.MMIO, regs)
+		return exitAction{Action: c.mmio(cpu, &e.MMIO, regs)}
 	case kvm.ExitHypercall:
 		return c.hypercall(cpu, &e.Hypercall)
 	case kvm.ExitSystemEvent:
@@ -111,15 +111,17 @@ func (c *exitCore) handle(cpu int, e *vcpu.Exit, regs guestRegs) exitAction {
 // mmio routes a guest access to its device. An address with no device
 // reads as zero and drops writes; the guest goes on, and the access is
 // counted (unmapped_accesses) and logged once per address, for the first
-// maxLoggedKeys addresses.
-func (c *exitCore) mmio(cpu int, m *vcpu.MMIOExit, regs guestRegs) exitAction {
+// maxLoggedKeys addresses. An MMIO access never starts a vCPU or ends
+// the run, so the answer is the vCPU's part alone (VM.Exit's hot path
+// calls this directly).
+func (c *exitCore) mmio(cpu int, m *vcpu.MMIOExit, regs guestRegs) vcpu.Action {
 	if dev, off, idx := c.bus.Lookup(m.Addr); dev != nil {
 		if m.Write {
 			dev.Write(off, m.Data)
 		} else {
 			dev.Read(off, m.Data)
 		}
-		return exitAction{Action: vcpu.Action{Next: vcpu.Continue, Key: c.prof.mmioKey(idx)}}
+		return vcpu.Action{Next: vcpu.Continue, Key: c.prof.mmioKey(idx)}
 	}
 	c.unmappedCount.Add(1)
 	if !m.Write {
@@ -133,7 +135,7 @@ func (c *exitCore) mmio(cpu int, m *vcpu.MMIOExit, regs guestRegs) exitAction {
 			c.log.Warn("guest accessed many unmapped addresses: further ones are counted (unmapped_accesses), not logged", "logged", maxLoggedKeys)
 		}
 	}
-	return exitAction{Action: vcpu.Action{Next: vcpu.Continue, Key: int(c.prof.unmapped)}}
+	return vcpu.Action{Next: vcpu.Continue, Key: int(c.prof.unmapped)}
 }
 
 // systemEvent: KVM's own PSCI (kernel mode) reports SYSTEM_OFF/RESET this

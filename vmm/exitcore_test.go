@@ -413,3 +413,57 @@ func TestExitCoreForeignExit(t *testing.T) {
 		t.Errorf("port I/O exit: %+v, want halt with a fault", a)
 	}
 }
+
+// FuzzExitCore feeds the exit core exits a hostile guest can cause: any
+// MMIO address, size and data, any SMCCC function ID and arguments, any
+// system-event type, from any vCPU. Whatever comes in, the core must
+// answer without panicking, with a defined next step; a read must come
+// back filled (zeros where nothing is mapped), every SMCCC call must get
+// an X0, and the counters only grow.
+func FuzzExitCore(f *testing.F) {
+	f.Add(uint8(0), uint64(MarkerBase), uint8(1), true, uint32(fidCPUOn64), uint64(1), uint64(RAMBase), uint64(0), uint32(1))
+	f.Add(uint8(1), uint64(RTCBase+0xFF0), uint8(4), false, uint32(fidCPUOff), uint64(0), uint64(0), uint64(0), uint32(2))
+	f.Add(uint8(2), uint64(0x0A00_0000), uint8(8), false, uint32(fidVendorHyp), uint64(7), uint64(8), uint64(9), uint32(99))
+	f.Add(uint8(3), uint64(RTCBase+0x04), uint8(4), true, uint32(fidSystemReset), ^uint64(0), ^uint64(0), ^uint64(0), uint32(3))
+	f.Fuzz(func(t *testing.T, cpu uint8, addr uint64, size uint8, write bool, fid uint32, x1, x2, x3 uint64, event uint32) {
+		tc := newTestCore(t)
+		id := int(cpu % 4)
+		if id != 0 && cpu&0x80 != 0 {
+			// Some calls come from a secondary that is ON.
+			if _, err := tc.pm.Handle(0, fidCPUOn64, uint64(id), RAMBase, 0); err == nil {
+				_ = tc.pm.Started(id)
+			}
+		}
+		n := int(size%8) + 1
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = 0xA5
+		}
+		e := mmioExit(addr, write, data...)
+		a := tc.handle(id, e, guestPC)
+		if a.Next != vcpu.Continue || a.SetX0 || a.start.ok || a.end != nil {
+			t.Fatalf("MMIO %#x: %+v, want continue and nothing else", addr, a)
+		}
+		if dev, _, _ := tc.bus.Lookup(addr); dev == nil && !write && !bytes.Equal(e.MMIO.Data, make([]byte, n)) {
+			t.Fatalf("unmapped read of %#x returned % x", addr, e.MMIO.Data)
+		}
+		before := tc.unknownCount.Load()
+		a = tc.handle(id, hvc(fid, x1, x2, x3), guestPC)
+		if !a.SetX0 || a.Next < vcpu.Continue || a.Next > vcpu.Halt {
+			t.Fatalf("SMCCC %#x: %+v", fid, a)
+		}
+		if (a.Next == vcpu.Halt) != (a.end != nil) {
+			t.Fatalf("SMCCC %#x: halts %v but ends the run %v", fid, a.Next == vcpu.Halt, a.end != nil)
+		}
+		if a.start.ok && (a.start.target < 0 || a.start.target >= 4 || a.start.entry%4 != 0) {
+			t.Fatalf("SMCCC %#x starts vCPU %d at %#x", fid, a.start.target, a.start.entry)
+		}
+		if tc.unknownCount.Load() < before {
+			t.Fatal("unknown_smccc_calls went down")
+		}
+		se := &vcpu.Exit{Reason: kvm.ExitSystemEvent, SystemEvent: vcpu.SystemEventExit{Type: event, NData: int(x1 % 17)}}
+		if a := tc.handle(id, se, guestPC); (a.Next == vcpu.Halt) != (a.end != nil) || a.SetX0 {
+			t.Fatalf("system event %d: %+v", event, a)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mvm-dev/mvm/exits/userspace"
+	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vcpu"
 )
@@ -43,6 +44,11 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 // Exit implements vcpu.Handler: exitCore decides, and the VM carries out
 // what the vCPU cannot do itself: start another vCPU, end the run.
 func (m *VM) Exit(v *vcpu.VCPU, e *vcpu.Exit) vcpu.Action {
+	if e.Reason == kvm.ExitMMIO {
+		// The hot path: straight to the bus (handle would route it
+		// there too, through an answer with nothing else in it).
+		return m.mmio(v.ID, &e.MMIO, v)
+	}
 	a := m.handle(v.ID, e, v)
 	if a.start.ok {
 		// Posted before the loop writes the caller's X0, so that write
