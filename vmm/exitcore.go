@@ -108,21 +108,28 @@ func (c *exitCore) handle(cpu int, e *vcpu.Exit, regs guestRegs) exitAction {
 		end: &endEvent{kind: runsummary.ExitFault, err: fmt.Errorf("vCPU %d: exit reason %d reached the VM's exit handler", cpu, e.Reason)}}
 }
 
-// mmio routes a guest access to its device. An address with no device
-// reads as zero and drops writes; the guest goes on, and the access is
-// counted (unmapped_accesses) and logged once per address, for the first
-// maxLoggedKeys addresses. An MMIO access never starts a vCPU or ends
-// the run, so the answer is the vCPU's part alone (VM.Exit's hot path
-// calls this directly).
+// mmio routes a guest access to its device. An MMIO access never starts a
+// vCPU or ends the run, so the answer is the vCPU's part alone. Small
+// enough to be inlined into VM.Exit's hot path; an address with no device
+// goes to unmapped.
 func (c *exitCore) mmio(cpu int, m *vcpu.MMIOExit, regs guestRegs) vcpu.Action {
-	if dev, off, idx := c.bus.Lookup(m.Addr); dev != nil {
-		if m.Write {
-			dev.Write(off, m.Data)
-		} else {
-			dev.Read(off, m.Data)
-		}
-		return vcpu.Action{Next: vcpu.Continue, Key: c.prof.mmioKey(idx)}
+	dev, off, idx := c.bus.Lookup(m.Addr)
+	if dev == nil {
+		return c.unmapped(cpu, m, regs)
 	}
+	if m.Write {
+		dev.Write(off, m.Data)
+	} else {
+		dev.Read(off, m.Data)
+	}
+	return vcpu.Action{Next: vcpu.Continue, Key: c.prof.mmioKey(idx)}
+}
+
+// unmapped answers an access to an address with no device: it reads as
+// zero and drops writes; the guest goes on, and the access is counted
+// (unmapped_accesses) and logged once per address, for the first
+// maxLoggedKeys addresses.
+func (c *exitCore) unmapped(cpu int, m *vcpu.MMIOExit, regs guestRegs) vcpu.Action {
 	c.unmappedCount.Add(1)
 	if !m.Write {
 		clear(m.Data)
