@@ -564,7 +564,7 @@ func (r *run) report() *exits.Report {
 	r.addStats(rep)
 	switch {
 	case r.trace != nil:
-		tracepoint.AddTo(rep, r.trace.Namer(), r.trace.Aggregator().Snapshot(), r.trace.Aggregator().Details())
+		rep.AddTrace(r.trace.Namer(), r.trace.Aggregator().Snapshot(), r.trace.Aggregator().Details())
 		how := "kvm:kvm_entry and kvm:kvm_exit samples of every thread of the process (perf_event_open per thread)"
 		if r.cmd != nil {
 			how = "kvm:kvm_entry and kvm:kvm_exit samples of the command and every thread it created (perf_event_open, inherited, per CPU)"
@@ -595,7 +595,7 @@ func (r *run) report() *exits.Report {
 			rep.SetSource(exits.SourceTracepoint, "", err)
 			return rep
 		}
-		tracepoint.AddTo(rep, r.bpf.Namer(), snap.VCPUs, snap.Details)
+		rep.AddTrace(r.bpf.Namer(), snap.VCPUs, snap.Details)
 		rep.SetSource(exits.SourceTracepoint, how, nil)
 		return rep
 	}
@@ -603,7 +603,7 @@ func (r *run) report() *exits.Report {
 		rep.SetSource(SourceBPF, "", err)
 		return rep
 	}
-	for _, row := range tracepoint.Rows(r.bpf.Namer(), snap.VCPUs, snap.Details) {
+	for _, row := range exits.TraceRows(r.bpf.Namer(), snap.VCPUs, snap.Details) {
 		row.Source = SourceBPF
 		rep.Rows = append(rep.Rows, row)
 	}

@@ -54,7 +54,7 @@ type Config struct {
 	TGID int
 	// Layout names the guest-physical regions of the DABT_LOW/IABT_LOW
 	// breakdown (empty: another VMM's guest, all "no memory map").
-	Layout tracepoint.Layout
+	Layout exits.Layout
 	// NoBreakdown leaves out the detail events and the histograms: counts
 	// and times per reason only.
 	NoBreakdown bool
@@ -442,7 +442,7 @@ func (c *Counter) addresses() (map[string]map[string][]exits.AddressCount, error
 	counts := map[rowKey]map[uint64]uint64{}
 	more := map[rowKey]uint64{}
 	name := func(sub, key uint64) rowKey {
-		return rowKey{c.namer.ExitName(exits.Arm64ExceptionTrap, sub), tracepoint.KeyName(c.cfg.Layout, key)}
+		return rowKey{c.namer.ExitName(exits.Arm64ExceptionTrap, sub), c.cfg.Layout.KeyName(key)}
 	}
 	var ak struct{ Sub, Key, IPA uint64 }
 	var n uint64
@@ -471,7 +471,7 @@ func (c *Counter) addresses() (map[string]map[string][]exits.AddressCount, error
 		if out[k.reason] == nil {
 			out[k.reason] = map[string][]exits.AddressCount{}
 		}
-		out[k.reason][k.key] = tracepoint.TopAddresses(m, more[k])
+		out[k.reason][k.key] = exits.TopAddresses(m, more[k])
 	}
 	return out, nil
 }
@@ -553,9 +553,9 @@ func (c *Counter) NoteSMC(vcpu int, fid uint32) {
 }
 
 // bounds reads the phase boundaries.
-func (c *Counter) bounds() tracepoint.PhaseBounds {
+func (c *Counter) bounds() exits.PhaseBounds {
 	w := func(off int) uint64 { return c.phaseWord(off).Load() }
-	return tracepoint.PhaseBounds{First: w(gFirst), CPUOn: w(gCPUOn), AllIn: w(gAllIn), User: w(gUser),
+	return exits.PhaseBounds{First: w(gFirst), CPUOn: w(gCPUOn), AllIn: w(gAllIn), User: w(gUser),
 		Mark: w(gMark), FirstUser: w(gFirstUser), VCPUs: c.cfg.Layout.VCPUs}
 }
 
@@ -627,10 +627,10 @@ func (c *Counter) Raw() bool { return c.raw }
 
 // Snapshot is what the maps hold, grouped by vCPU.
 type Snapshot struct {
-	VCPUs []tracepoint.VCPUStats
+	VCPUs []exits.VCPUStats
 	// Details holds the VM-wide latency percentiles per reason and
 	// breakdown row (nil without histograms).
-	Details *tracepoint.Details
+	Details *exits.TraceDetails
 	// HistDropped counts samples left out of the histograms (their map
 	// was full); counts and times do not miss them.
 	HistDropped uint64
@@ -638,14 +638,14 @@ type Snapshot struct {
 
 // acc is one (thread, reason) in the making.
 type acc struct {
-	rs   tracepoint.ReasonStats
-	rows map[uint64]*tracepoint.RowStats
+	rs   exits.ReasonStats
+	rows map[uint64]*exits.RowStats
 }
 
 // histAcc is one VM-wide (reason, key) histogram pair in the making.
 type histAcc struct {
 	guest, handle []uint64
-	rs            tracepoint.ReasonStats // sums, minima, maxima
+	rs            exits.ReasonStats // sums, minima, maxima
 }
 
 // Snapshot reads the maps and groups them by vCPU with vcpuOf (thread id
@@ -657,8 +657,8 @@ type histAcc struct {
 func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) {
 	byTID := map[uint32]map[string]*acc{}
 	hists := map[histKey]*histAcc{}
-	var perPhase [tracepoint.NumPhases]map[string]tracepoint.PhaseTotals
-	var bounds tracepoint.PhaseBounds
+	var perPhase [exits.NumPhases]map[string]exits.PhaseTotals
+	var bounds exits.PhaseBounds
 	if c.phaseMem != nil {
 		bounds = c.bounds()
 	}
@@ -671,20 +671,20 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 		}
 		a, ok := m[name]
 		if !ok {
-			a = &acc{rs: tracepoint.ReasonStats{Reason: name}, rows: map[uint64]*tracepoint.RowStats{}}
+			a = &acc{rs: exits.ReasonStats{Reason: name}, rows: map[uint64]*exits.RowStats{}}
 			m[name] = a
 		}
 		key := k.Detail
-		if key>>56 == tracepoint.ClassSys && key&sysESRMark != 0 {
-			key = tracepoint.SysRegKeyFromESR(key)
+		if key>>56 == exits.ClassSys && key&sysESRMark != 0 {
+			key = exits.SysRegKeyFromESR(key)
 		}
 		return a, key
 	}
 	add := func(tid uint32, phase uint32, k histKey, v rowValue) {
 		a, key := get(tid, k)
-		if c.phaseMem != nil && phase < tracepoint.NumPhases {
+		if c.phaseMem != nil && phase < exits.NumPhases {
 			if perPhase[phase] == nil {
-				perPhase[phase] = map[string]tracepoint.PhaseTotals{}
+				perPhase[phase] = map[string]exits.PhaseTotals{}
 			}
 			t := perPhase[phase][a.rs.Reason]
 			t.Count += v.Count
@@ -692,7 +692,7 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			t.HandleNS += v.HandleSum
 			perPhase[phase][a.rs.Reason] = t
 		}
-		rv := tracepoint.ReasonStats{Count: v.Count,
+		rv := exits.ReasonStats{Count: v.Count,
 			GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, GuestMinNS: v.GuestMin, GuestMaxNS: v.GuestMax,
 			HandleCount: v.HandleCount, HandleSumNS: v.HandleSum, HandleMinNS: v.HandleMin, HandleMaxNS: v.HandleMax}
 		a.rs.Merge(&rv)
@@ -704,15 +704,15 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			}
 			h.rs.Merge(&rv)
 		}
-		if tracepoint.BreakdownClass(c.namer, k.Code, k.Sub) == 0 || c.cfg.NoBreakdown {
+		if exits.BreakdownClass(c.namer, k.Code, k.Sub) == 0 || c.cfg.NoBreakdown {
 			return
 		}
 		r := a.rows[key]
 		if r == nil {
-			r = &tracepoint.RowStats{}
+			r = &exits.RowStats{}
 			a.rows[key] = r
 		}
-		r.Merge(&tracepoint.RowStats{Count: v.Count, GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, HandleCount: v.HandleCount, HandleSumNS: v.HandleSum})
+		r.Merge(&exits.RowStats{Count: v.Count, GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, HandleCount: v.HandleCount, HandleSumNS: v.HandleSum})
 	}
 	var rk rowKey
 	var rv rowValue
@@ -762,8 +762,8 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 		// addBuckets adds a histogram value's buckets to its pair.
 		addBuckets := func(hk histKey, buckets *[2 * hist.NumBuckets]uint64) {
 			key := hk.Detail
-			if key>>56 == tracepoint.ClassSys && key&sysESRMark != 0 {
-				key = tracepoint.SysRegKeyFromESR(key)
+			if key>>56 == exits.ClassSys && key&sysESRMark != 0 {
+				key = exits.SysRegKeyFromESR(key)
 			}
 			h := hists[histKey{hk.Code, hk.Sub, key}]
 			if h == nil {
@@ -812,11 +812,11 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			}
 		}
 		if c.phaseMem != nil {
-			snap.Details.Phases, snap.Details.Userspace = tracepoint.PhaseReport(bounds, perPhase)
+			snap.Details.Phases, snap.Details.Userspace = exits.PhaseReport(bounds, perPhase)
 			snap.Details.FirstNS = bounds.First
 		}
 	}
-	byVCPU := map[int]*tracepoint.VCPUStats{}
+	byVCPU := map[int]*exits.VCPUStats{}
 	reasons := map[int]map[string]*acc{}
 	vcpu := func(tid uint32) int {
 		v, ok := vcpuOf(int(tid))
@@ -824,7 +824,7 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			v = -1
 		}
 		if _, ok := byVCPU[v]; !ok {
-			byVCPU[v] = &tracepoint.VCPUStats{VCPU: v}
+			byVCPU[v] = &exits.VCPUStats{VCPU: v}
 			reasons[v] = map[string]*acc{}
 		}
 		return v
@@ -834,14 +834,14 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 		for name, a := range m {
 			into := reasons[v][name]
 			if into == nil {
-				into = &acc{rs: tracepoint.ReasonStats{Reason: name}, rows: map[uint64]*tracepoint.RowStats{}}
+				into = &acc{rs: exits.ReasonStats{Reason: name}, rows: map[uint64]*exits.RowStats{}}
 				reasons[v][name] = into
 			}
 			into.rs.Merge(&a.rs)
 			for k, r := range a.rows {
 				x := into.rows[k]
 				if x == nil {
-					x = &tracepoint.RowStats{}
+					x = &exits.RowStats{}
 					into.rows[k] = x
 				}
 				x.Merge(r)
@@ -866,15 +866,15 @@ func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) 
 			r := a.rs
 			for k, row := range a.rows {
 				x := *row
-				x.Key = tracepoint.KeyName(c.cfg.Layout, k)
+				x.Key = c.cfg.Layout.KeyName(k)
 				r.Breakdown = mergeRow(r.Breakdown, x)
 			}
-			slices.SortFunc(r.Breakdown, func(x, y tracepoint.RowStats) int {
+			slices.SortFunc(r.Breakdown, func(x, y exits.RowStats) int {
 				return cmp.Or(cmp.Compare(y.Count, x.Count), cmp.Compare(x.Key, y.Key))
 			})
 			v.Reasons = append(v.Reasons, r)
 		}
-		slices.SortFunc(v.Reasons, func(a, b tracepoint.ReasonStats) int {
+		slices.SortFunc(v.Reasons, func(a, b exits.ReasonStats) int {
 			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason))
 		})
 		snap.VCPUs = append(snap.VCPUs, v)
@@ -892,7 +892,7 @@ type Live struct {
 }
 
 // Snapshot reads the maps now (nil when they cannot be read).
-func (l Live) Snapshot() []tracepoint.VCPUStats {
+func (l Live) Snapshot() []exits.VCPUStats {
 	s, err := l.Counter.Snapshot(l.VCPUOf)
 	if err != nil {
 		log := l.Logger
@@ -907,7 +907,7 @@ func (l Live) Snapshot() []tracepoint.VCPUStats {
 
 // mergeRow adds r to the row of the same name (two keys can share a name,
 // as regions of one device do).
-func mergeRow(rows []tracepoint.RowStats, r tracepoint.RowStats) []tracepoint.RowStats {
+func mergeRow(rows []exits.RowStats, r exits.RowStats) []exits.RowStats {
 	for i := range rows {
 		if rows[i].Key == r.Key {
 			rows[i].Merge(&r)
@@ -919,8 +919,8 @@ func mergeRow(rows []tracepoint.RowStats, r tracepoint.RowStats) []tracepoint.Ro
 
 // details turns the VM-wide histograms into percentiles per reason and
 // breakdown row.
-func (c *Counter) details(hists map[histKey]*histAcc) *tracepoint.Details {
-	d := &tracepoint.Details{Latency: map[string]*exits.Latency{}, RowLatency: map[string]map[string]*exits.Latency{}}
+func (c *Counter) details(hists map[histKey]*histAcc) *exits.TraceDetails {
+	d := &exits.TraceDetails{Latency: map[string]*exits.Latency{}, RowLatency: map[string]map[string]*exits.Latency{}}
 	type pair struct{ guest, handle *hist.H }
 	byReason := map[string]*pair{}
 	byRow := map[string]map[string]*pair{}
@@ -937,13 +937,13 @@ func (c *Counter) details(hists map[histKey]*histAcc) *tracepoint.Details {
 		}
 		byReason[name].guest.Merge(p.guest)
 		byReason[name].handle.Merge(p.handle)
-		if tracepoint.BreakdownClass(c.namer, k.Code, k.Sub) == 0 {
+		if exits.BreakdownClass(c.namer, k.Code, k.Sub) == 0 {
 			continue
 		}
 		if byRow[name] == nil {
 			byRow[name] = map[string]*pair{}
 		}
-		key := tracepoint.KeyName(c.cfg.Layout, k.Detail)
+		key := c.cfg.Layout.KeyName(k.Detail)
 		if byRow[name][key] == nil {
 			byRow[name][key] = &pair{&hist.H{}, &hist.H{}}
 		}

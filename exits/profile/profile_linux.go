@@ -44,7 +44,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Layout describes the guest to the tracepoint breakdown (regions,
 	// RAM, vCPUs); NoBreakdown leaves the breakdown's tracepoints out.
-	Layout      tracepoint.Layout
+	Layout      exits.Layout
 	NoBreakdown bool
 	// Symbols names the guest functions of the exit PCs (nil: raw PCs).
 	// SymbolsFile is its path for the report. VBAR, if set, returns the
@@ -173,9 +173,8 @@ func Open(cfg Config) *Profile {
 	if p.openBPF() {
 		return p
 	}
-	layout := cfg.Layout
-	layout.Now, layout.Lag = MonotonicNS, uint64(Lag)
-	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log, NoBreakdown: cfg.NoBreakdown, Layout: layout})
+	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log, NoBreakdown: cfg.NoBreakdown, Layout: cfg.Layout,
+		Options: tracepoint.Options{Now: MonotonicNS, Lag: uint64(Lag)}})
 	if err != nil {
 		p.traceErr = err
 		return p
@@ -239,7 +238,7 @@ func (p *Profile) VCPUOf(tid int) (int, bool) { return p.vcpuOf(tid) }
 
 // LiveTrace is a live tracepoint aggregate: Snapshot reads it now.
 type LiveTrace interface {
-	Snapshot() []tracepoint.VCPUStats
+	Snapshot() []exits.VCPUStats
 }
 
 // Trace is the live tracepoint aggregate (nil without tracepoints), for
@@ -349,7 +348,7 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 		rep.SetSource(exits.SourceTracepoint, "", errors.New("the kernel emitted no kvm:kvm_exit events for this VM"))
 	} else {
 		d := p.trace.Aggregator().Details()
-		tracepoint.AddTo(rep, p.trace.Namer(), p.trace.Aggregator().Snapshot(), d)
+		rep.AddTrace(p.trace.Namer(), p.trace.Aggregator().Snapshot(), d)
 		if det := p.trace.Details(); len(det) > 0 {
 			rep.SetSource(exits.SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open); breakdown from "+strings.Join(det, ", ")+p.whyNotBPF(), nil)
 		} else {
@@ -382,11 +381,11 @@ func (p *Profile) addBPF(rep *exits.Report, snaps []userspace.RecorderSnapshot) 
 		rep.SetSource(exits.SourceTracepoint, "", err)
 		return
 	}
-	if tracepoint.Total(snap.VCPUs).Exits() == 0 && anyExits(snaps) {
+	if exits.Total(snap.VCPUs).Exits() == 0 && anyExits(snaps) {
 		rep.SetSource(exits.SourceTracepoint, "", errors.New("the kernel emitted no kvm:kvm_exit events for this VM"))
 		return
 	}
-	tracepoint.AddTo(rep, p.bpf.Namer(), snap.VCPUs, snap.Details)
+	rep.AddTrace(p.bpf.Namer(), snap.VCPUs, snap.Details)
 	if snap.Details != nil {
 		p.userspace, p.firstNS = snap.Details.Userspace, snap.Details.FirstNS
 	}
@@ -461,7 +460,7 @@ func (p *Profile) Close() {
 }
 
 // guestCode names the functions the exits came from.
-func (p *Profile) guestCode(d *tracepoint.Details) *exits.GuestCode {
+func (p *Profile) guestCode(d *exits.TraceDetails) *exits.GuestCode {
 	g := &exits.GuestCode{}
 	tab := p.cfg.Symbols
 	var off uint64
