@@ -23,3 +23,95 @@ func TestReasonStatsMerge(t *testing.T) {
 		t.Errorf("merged into empty: guest min %d, want 70", e.GuestMinNS)
 	}
 }
+
+// TestBreakdownClasses: the broken-down exception classes are the ones
+// the profile documents (docs/profile.md: SYS64 by register, IABT_LOW and
+// DABT_LOW by device, HVC64 and SMC64 by function, WFx by instruction),
+// by name, so a wrong EC number in the shared list shows here; nothing
+// else is broken down, and no other architecture is.
+func TestBreakdownClasses(t *testing.T) {
+	want := map[string]uint64{"SYS64": ClassSys, "IABT_LOW": ClassDev, "DABT_LOW": ClassDev,
+		"HVC64": ClassFunc, "SMC64": ClassFunc, "WFx": ClassWFx}
+	n := Arm64Namer{}
+	got := map[string]uint64{}
+	for ec := uint64(0); ec < 64; ec++ {
+		if c := BreakdownClass(n, Arm64ExceptionTrap, ec); c != 0 {
+			got[n.ExitName(Arm64ExceptionTrap, ec)] = c
+		}
+		if c := BreakdownClass(n, Arm64ExceptionIRQ, ec); c != 0 {
+			t.Errorf("an IRQ exit with EC 0x%x has breakdown class %d", ec, c)
+		}
+		if c := BreakdownClass(X86Namer{}, Arm64ExceptionTrap, ec); c != 0 {
+			t.Errorf("x86 exit %d/%d has breakdown class %d", Arm64ExceptionTrap, ec, c)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("broken-down reasons %v, want %v", got, want)
+	}
+	for name, c := range want {
+		if got[name] != c {
+			t.Errorf("%s: class %d, want %d", name, got[name], c)
+		}
+	}
+}
+
+// TestPhaseOf: an exit belongs to the latest phase whose start is known
+// and not after it; before every start, boot_to_smp, or kernel_to_user on
+// one vCPU (no secondaries to bring up).
+func TestPhaseOf(t *testing.T) {
+	all := PhaseBounds{First: 10, CPUOn: 100, AllIn: 200, User: 300, VCPUs: 2}
+	for _, c := range []struct {
+		b    PhaseBounds
+		at   uint64
+		want string
+	}{
+		{all, 50, "boot_to_smp"},
+		{all, 100, "secondaries"},
+		{all, 199, "secondaries"},
+		{all, 200, "kernel_to_user"},
+		{all, 300, "after_userspace"},
+		{PhaseBounds{CPUOn: 100, VCPUs: 2}, 5000, "secondaries"},
+		{PhaseBounds{User: 300, VCPUs: 1}, 50, "kernel_to_user"},
+		{PhaseBounds{User: 300, VCPUs: 1}, 350, "after_userspace"},
+		{PhaseBounds{AllIn: 200, VCPUs: 4}, 150, "boot_to_smp"},
+	} {
+		if got := PhaseName(c.b.PhaseOf(c.at)); got != c.want {
+			t.Errorf("%+v at %d: %s, want %s", c.b, c.at, got, c.want)
+		}
+	}
+}
+
+// TestGroupByVCPU: threads of one vCPU merge (counts, min/max, rows by
+// name, also within one thread), an unmapped thread goes to vCPU -1, and
+// the order is vCPUs ascending, reasons and rows largest first.
+func TestGroupByVCPU(t *testing.T) {
+	threads := []ThreadStats{
+		{TID: 7, Totals: VCPUStats{Entries: 3}, Reasons: []ReasonStats{
+			{Reason: "SYS64", Count: 2, GuestCount: 2, GuestSumNS: 30, GuestMinNS: 10, GuestMaxNS: 20,
+				Breakdown: []RowStats{{Key: "CTR_EL0 read", Count: 1}, {Key: "CTR_EL0 read", Count: 1}}},
+			{Reason: "WFx", Count: 1}}},
+		{TID: 8, Totals: VCPUStats{Entries: 1, Lost: 2}, Reasons: []ReasonStats{
+			{Reason: "SYS64", Count: 3, GuestCount: 1, GuestSumNS: 5, GuestMinNS: 5, GuestMaxNS: 5,
+				Breakdown: []RowStats{{Key: "MIDR_EL1 read", Count: 3}}}}},
+		{TID: 9, Reasons: []ReasonStats{{Reason: "IRQ", Count: 1}}},
+	}
+	vcpu := map[int]int{7: 1, 8: 1}
+	vs := GroupByVCPU(threads, func(tid int) (int, bool) { v, ok := vcpu[tid]; return v, ok })
+	if len(vs) != 2 || vs[0].VCPU != -1 || vs[1].VCPU != 1 {
+		t.Fatalf("vCPUs %+v", vs)
+	}
+	v := vs[1]
+	if v.Entries != 4 || v.Lost != 2 || v.Exits() != 6 || v.Reasons[0].Reason != "SYS64" {
+		t.Fatalf("vCPU 1 %+v", v)
+	}
+	s := v.Reasons[0]
+	if s.Count != 5 || s.GuestCount != 3 || s.GuestMinNS != 5 || s.GuestMaxNS != 20 {
+		t.Errorf("SYS64 %+v", s)
+	}
+	if len(s.Breakdown) != 2 || s.Breakdown[0] != (RowStats{Key: "MIDR_EL1 read", Count: 3}) || s.Breakdown[1] != (RowStats{Key: "CTR_EL0 read", Count: 2}) {
+		t.Errorf("SYS64 rows %+v", s.Breakdown)
+	}
+	if tot := Total(vs); tot.Exits() != 7 || tot.Entries != 4 || tot.Count("IRQ") != 1 {
+		t.Errorf("total %+v", tot)
+	}
+}

@@ -69,6 +69,19 @@ const (
 	phaseSize  = 64
 )
 
+// boundOffset is where the phase map keeps boundary b.
+func boundOffset(b exits.Bound) int16 {
+	switch b {
+	case exits.BoundCPUOn:
+		return gCPUOn
+	case exits.BoundAllIn:
+		return gAllIn
+	case exits.BoundUser:
+		return gUser
+	}
+	panic(fmt.Sprintf("bpfagg: no phase map word for boundary %d", b))
+}
+
 // Row value (row map, keyed by rowKey): one (thread, reason, key)'s
 // numbers. Only the key's thread writes it, one CPU at a time, so plain
 // stores suffice.
@@ -368,27 +381,25 @@ func (e *progEnv) account(withHandle bool, label string) asm.Instructions {
 	}
 	if e.phases {
 		// The exit's phase from its time and the bounds seen so far, as
-		// exits.PhaseBounds.PhaseOf (the phase map's value in R6).
+		// exits.PhaseBounds.PhaseOf, from the same list of phase starts
+		// (the phase map's value in R6).
 		insns = append(insns, asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord))
-		for _, b := range []struct {
-			off   int16
-			phase int32
-		}{{gUser, 3}, {gAllIn, 2}, {gCPUOn, 1}} {
-			next := fmt.Sprintf("%s_ph%d", label, b.phase)
+		for _, b := range exits.PhaseStarts() {
+			next := fmt.Sprintf("%s_ph%d", label, b.Phase)
 			insns = append(insns,
-				asm.Mov.Imm(asm.R2, b.phase),
-				asm.LoadMem(asm.R3, asm.R6, b.off, asm.DWord),
+				asm.Mov.Imm(asm.R2, int32(b.Phase)),
+				asm.LoadMem(asm.R3, asm.R6, boundOffset(b.Bound), asm.DWord),
 				asm.JEq.Imm(asm.R3, 0, next),
 				asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
 				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(next),
 			)
 		}
-		// Before any bound: boot_to_smp, or kernel_to_user with one vCPU.
+		// Before any bound: exits.PhaseBeforeBounds of the vCPU count.
 		insns = append(insns,
-			asm.Mov.Imm(asm.R2, 2),
+			asm.Mov.Imm(asm.R2, int32(exits.PhaseBeforeBounds(1))),
 			asm.LoadMem(asm.R3, asm.R6, gVCPUs, asm.DWord),
 			asm.JEq.Imm(asm.R3, 1, label+"_phset"),
-			asm.Mov.Imm(asm.R2, 0),
+			asm.Mov.Imm(asm.R2, int32(exits.PhaseBeforeBounds(2))),
 			asm.StoreMem(asm.R10, offKey+4, asm.R2, asm.Word).WithSymbol(label+"_phset"),
 		)
 	}
@@ -674,7 +685,8 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 		asm.StoreMem(asm.R7, sClass, asm.R3, asm.DWord),
 	)
 	if e.breakdown {
-		// R1 = code, R2 = sub: the classes of exits.BreakdownClass.
+		// R1 = code, R2 = sub: the classes of exits.BreakdownClass,
+		// from the same list.
 		insns = append(insns, asm.JNE.Imm(asm.R1, exits.Arm64ExceptionTrap, "classed"))
 		if e.raw {
 			// With the SError bit handle_exit handles no trap, so no
@@ -684,15 +696,11 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 				asm.JNE.Imm(asm.R3, 0, "classed"),
 			)
 		}
-		for _, c := range []struct {
-			ec    int32
-			class uint64
-		}{{0x18, exits.ClassSys}, {0x20, exits.ClassDev}, {0x24, exits.ClassDev},
-			{0x16, exits.ClassFunc}, {0x17, exits.ClassFunc}, {0x01, exits.ClassWFx}} {
-			lbl := fmt.Sprintf("ec%d", c.ec)
+		for _, c := range exits.Arm64BreakdownClasses() {
+			lbl := fmt.Sprintf("ec%d", c.EC)
 			insns = append(insns,
-				asm.JNE.Imm(asm.R2, c.ec, lbl),
-				asm.Mov.Imm(asm.R3, int32(c.class)),
+				asm.JNE.Imm(asm.R2, int32(c.EC), lbl),
+				asm.Mov.Imm(asm.R3, int32(c.Class)),
 				asm.StoreMem(asm.R7, sClass, asm.R3, asm.DWord),
 				asm.Ja.Label("classed"),
 				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(lbl),
