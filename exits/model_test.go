@@ -115,3 +115,59 @@ func TestGroupByVCPU(t *testing.T) {
 		t.Errorf("total %+v", tot)
 	}
 }
+
+// TestKeyNames: a key from kvm_sys_access's encoding and one from the
+// ESR's ISS (Arm ARM D24.2.43, ESR_ELx with EC 0x18: Op0 21:20, Op2 19:17,
+// Op1 16:14, CRn 13:10, Rt 9:5, CRm 4:1, Direction 0, 1 = read) name the
+// same register; device, function and WFx keys name what they hold.
+func TestKeyNames(t *testing.T) {
+	l := Layout{Regions: []Region{{Name: "uart", Base: 0x900_0000, Size: 0x1000}}}
+	// CTR_EL0 is Op0 3, Op1 3, CRn 0, CRm 0, Op2 1.
+	iss := uint64(3<<20 | 1<<17 | 3<<14 | 0<<10 | 7<<5 | 0<<1 | 1)
+	enc := uint64(3<<14 | 3<<11 | 0<<7 | 0<<3 | 1)
+	if a, b := SysRegKeyFromESR(iss), SysRegKey(enc); a != b || l.KeyName(a) != "CTR_EL0 read" {
+		t.Errorf("ESR key %#x (%s), kvm_sys_access key %#x (%s)", a, l.KeyName(a), b, l.KeyName(b))
+	}
+	if n := l.KeyName(SysRegKeyFromESR(iss &^ 1)); n != "CTR_EL0 write" {
+		t.Errorf("a write is named %q", n)
+	}
+	for key, want := range map[uint64]string{
+		DevKey(l.Region(0x900_0010)): "uart",
+		DevKey(l.Region(0x800_0000)): "unmapped",
+		FuncKey(0x8400_0000):         "PSCI_VERSION",
+		FuncKey(0xc400_0003):         "CPU_ON",
+		FuncKey(0x8000_0000):         "SMCCC_VERSION",
+		FuncKey(0x1234_5678):         "SMCCC 0x12345678",
+		WFxKey(1):                    "WFE",
+		WFxKey(0):                    "WFI",
+		KeyOther:                     "other",
+		KeyUnknown:                   "unknown",
+	} {
+		if got := l.KeyName(key); got != want {
+			t.Errorf("key %#x: %q, want %q", key, got, want)
+		}
+	}
+	if got := (Layout{}).KeyName(DevKey(0)); got != "no memory map" {
+		t.Errorf("a device key without regions: %q", got)
+	}
+}
+
+// TestTopAddresses: the TopAddrs busiest addresses, ties to the lower
+// address, then the rest with the exits past the bound as "other".
+func TestTopAddresses(t *testing.T) {
+	m := map[uint64]uint64{}
+	for i := uint64(0); i < 10; i++ {
+		m[0x1000+i*8] = 10 - i/2 // 10,10,9,9,...,6,6
+	}
+	ac := TopAddresses(m, 5)
+	if len(ac) != TopAddrs+1 {
+		t.Fatalf("%d entries: %+v", len(ac), ac)
+	}
+	if ac[0] != (AddressCount{Addr: "0x1000", Samples: 10}) || ac[1] != (AddressCount{Addr: "0x1008", Samples: 10}) {
+		t.Errorf("first %+v", ac[:2])
+	}
+	// The two 6s left out, plus 5 past the bound.
+	if last := ac[TopAddrs]; last != (AddressCount{Addr: "other", Samples: 17}) {
+		t.Errorf("other %+v", last)
+	}
+}
