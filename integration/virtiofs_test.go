@@ -27,30 +27,41 @@ cp /tmp/out.bin /rw/out.bin && sync && echo "mvm-test: wrote $(sha256sum /tmp/ou
 if echo x 2>/tmp/err >/ro/new; then echo "mvm-test: ro write ok"; else echo "mvm-test: ro write failed: $(cat /tmp/err)"; fi
 `
 
-// shareDirs makes a writable and a read-only host directory, each with a
-// random in.bin.
-func shareDirs(t *testing.T) (rw, ro string) {
-	rw, ro = t.TempDir(), t.TempDir()
-	randomFile(t, rw, "in.bin", 300<<10)
-	randomFile(t, ro, "in.bin", 5000)
-	return rw, ro
-}
-
 // TestVirtioFS: two shares, each served by its own virtiofsd (the lab's
-// Debian arm64 virtiofsd, real KVM): the guest reads host files
-// byte-exact, what it writes and syncs to the writable share is in the
-// host directory after power-off, a write to the read-only share fails
-// with EROFS, and no virtiofsd, socket or runtime directory is left. The
-// seccomp filter is on (as by default): the vhost-user set-up at the
-// guest's DRIVER_OK runs under it.
+// Debian arm64 virtiofsd, real KVM), with mvm run by an unprivileged user
+// (nobody, given /dev/kvm for the test): virtiofsd then builds its
+// namespace sandbox in a user namespace of its own. The guest reads host
+// files byte-exact, what it writes and syncs to the writable share is in
+// the host directory after power-off, owned by that user, a write to the
+// read-only share fails with EROFS, and no virtiofsd, socket or runtime
+// directory is left. The seccomp filter is on (as by default): the
+// vhost-user set-up at the guest's DRIVER_OK runs under it. (As root:
+// TestVirtioFSEnds and the command-mode tests.)
 func TestVirtioFS(t *testing.T) {
 	bin := env(t, "MVM_VIRTIOFSD")
-	rw, ro := shareDirs(t)
-	r := mvm(t, 3*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, fsGuestCmd),
+	kvmForNobody(t)
+	rw, ro := filepath.Join(publicDir(t), "rw"), filepath.Join(publicDir(t), "ro")
+	for _, d := range []string{rw, ro} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	randomFile(t, rw, "in.bin", 300<<10)
+	randomFile(t, ro, "in.bin", 5000)
+	if err := os.Chown(rw, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	r := mvmCmd(t, 3*time.Minute, asNobody, "run", "--kernel", publicCopy(t, env(t, "MVM_LINUX")),
+		"--initrd", publicCopy(t, virtioInitrd(t, fsGuestCmd)),
 		"--memory", "256M", "--append", "quiet", "--rng=false", "--seccomp=true", "--virtiofsd", bin,
 		"--share", rw+",tag=rw", "--share", ro+",tag=ro,ro,at=/ro")
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if st, err := os.Stat(filepath.Join(rw, "out.bin")); err == nil {
+		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 65534 || sys.Gid != 65534 {
+			t.Errorf("the guest's file is owned by %d:%d on the host, want mvm's user 65534:65534", sys.Uid, sys.Gid)
+		}
 	}
 	out := r.stdout
 	for _, m := range []string{"mounted rw", "mounted ro"} {
@@ -236,4 +247,26 @@ func TestVirtioFSFootprint(t *testing.T) {
 		t.Errorf("%d B of the guest RAM mapping are anonymous: with --share guest RAM should be the shared memfd", f.guestAnon)
 	}
 	noVirtiofsdLeft(t)
+}
+
+// kvmForNobody lets the unprivileged user of asNobody open /dev/kvm (group
+// 65534, mode 0660) until the test ends, when root-only 0600 comes back
+// (TestNoKVMAccess relies on it).
+func kvmForNobody(t *testing.T) {
+	t.Helper()
+	st, err := os.Stat("/dev/kvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if err := os.Chown("/dev/kvm", int(sys.Uid), 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod("/dev/kvm", 0o660); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Chown("/dev/kvm", int(sys.Uid), int(sys.Gid))
+		os.Chmod("/dev/kvm", st.Mode().Perm())
+	})
 }

@@ -92,6 +92,16 @@ const usageText = `Runs commands on real arm64 KVM inside an emulated arm64 mach
 const initScript = `#!/bin/busybox sh
 /bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin /proc /sys /dev /tmp
 /bin/busybox --install -s
+# The initramfs (rootfs) cannot be left by pivot_root(2), which
+# virtiofsd's namespace sandbox uses, and a process chrooted below it may
+# not make a user namespace, which an unprivileged virtiofsd does. So the
+# lab runs on a bind of it moved over /, as switch_root would: the same
+# files, on a root mount that has a parent, like a real host's.
+if [ -z "$LAB_ROOT_MOVED" ]; then
+	mkdir -p /newroot && mount --rbind / /newroot && cd /newroot && mount --move . / && \
+		exec chroot . env LAB_ROOT_MOVED=1 /init
+	echo "lab: could not move the root; going on in the initramfs"
+fi
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null

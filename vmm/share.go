@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -132,11 +134,28 @@ func checkShares(cfg Config) error {
 			return fmt.Errorf("--share: %s is not a directory", s.HostDir)
 		}
 		if os.Geteuid() != 0 && !(s.ReadOnly && s.At == "/") {
-			// virtiofsd's namespace sandbox needs root here; --sandbox
-			// none lets the guest follow symlinks out of the directory,
-			// which only the read-only root share may accept.
-			return fmt.Errorf("--share %s: virtiofsd's sandbox needs mvm to run as root (only a read-only share at=/ may run without it)", s.HostDir)
+			// Without root virtiofsd builds its namespace sandbox in a
+			// user namespace of its own; where the host refuses those,
+			// --sandbox none would let the guest follow symlinks out of
+			// the directory, which only the read-only root share may
+			// accept.
+			if err := userNamespaceErr(bin); err != nil {
+				return fmt.Errorf("--share %s: virtiofsd's sandbox needs root or an unprivileged user namespace, and this host refuses one (%v); run mvm as root or allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); only a read-only share at=/ may run without the sandbox", s.HostDir, err)
+			}
 		}
+	}
+	return nil
+}
+
+// userNamespaceErr says why this (non-root) process cannot start virtiofsd
+// in a new user namespace, which is what virtiofsd's namespace sandbox does
+// without root (it maps the caller's uid and gid into it); nil when it can.
+// The probe starts bin --version with CLONE_NEWUSER, as the sandbox would.
+func userNamespaceErr(bin string) error {
+	cmd := exec.Command(bin, "--version")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("a user namespace for %s: %w", filepath.Base(bin), err)
 	}
 	return nil
 }
@@ -152,11 +171,16 @@ func (c *Config) virtiofsd() string {
 // ShareSandbox is virtiofsd's --sandbox for a share: as root its namespace
 // sandbox, or chroot where / is the initramfs (pivot_root(2) fails with
 // EINVAL when the current root is rootfs, and virtiofsd's namespace
-// sandbox pivots into the shared directory); without root, none (which
-// checkShares allows only for the read-only root share).
-func ShareSandbox() string {
+// sandbox pivots into the shared directory); without root the namespace
+// sandbox too, which virtiofsd then builds in a user namespace, or none
+// where the host refuses user namespaces (which checkShares allows only
+// for the read-only root share). bin is the virtiofsd binary.
+func ShareSandbox(bin string) string {
 	if os.Geteuid() != 0 {
-		return "none"
+		if userNamespaceErr(bin) != nil {
+			return "none"
+		}
+		return "namespace"
 	}
 	if data, err := os.ReadFile("/proc/self/mounts"); err == nil && rootIsRootfs(string(data)) {
 		return "chroot"

@@ -157,3 +157,24 @@ func TestPrivateOverheadMemfd(t *testing.T) {
 		t.Errorf("RSS overhead differs by where guest RAM lives: %d and %d", shared.Overhead(), anon.Overhead())
 	}
 }
+
+// userNamespaceErr starts the binary in a new user namespace: it works for
+// a real executable on this host (root may always make one) and names the
+// binary when it cannot start at all.
+func TestUserNamespaceErr(t *testing.T) {
+	if data, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(data)) == "0" {
+		t.Fatal("this host allows no user namespaces (user.max_user_namespaces=0); the test needs one")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "virtiofsd")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := userNamespaceErr(bin); err != nil {
+		t.Errorf("a user namespace for a working binary: %v", err)
+	}
+	err := userNamespaceErr(filepath.Join(dir, "none"))
+	if err == nil || !strings.Contains(err.Error(), "none") {
+		t.Errorf("a missing binary: %v, want an error naming it", err)
+	}
+}
