@@ -65,6 +65,8 @@ type runFlags struct {
 	virtiofsd        string
 	rng              bool
 	seccomp          bool
+	modules          string
+	timeout          time.Duration
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -98,6 +100,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.shares, "share", nil, "virtio-fs share HOSTDIR[,at=GUESTPATH][,tag=TAG][,ro] served by its own virtiofsd (repeatable; default tag shareN, N counting from 0); the guest mounts it with mount -t virtiofs TAG DIR; ro makes guest writes fail with EROFS")
 	fl.StringVar(&f.virtiofsd, "virtiofsd", vmm.DefaultVirtiofsd, "the virtiofsd binary --share starts (Debian's virtiofsd package)")
 	fl.BoolVar(&f.rng, "rng", true, "virtio-rng entropy device fed from the host's getrandom (--rng=false to leave it out)")
+	fl.StringVar(&f.modules, "modules", "", "with a command: kernel modules for the guest (an INSTALL_MOD_PATH tree, a /lib/modules/RELEASE directory or a directory of .ko files; default: the build tree --kernel names, else /lib/modules/RELEASE of the kernel's release)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "stop the run after this long (e.g. 30s, 5m): exit status 124, like timeout(1)")
 	fl.BoolVar(&f.seccomp, "seccomp", true, "once the VM is set up, run every mvm thread under a seccomp allow-list (docs/seccomp.md); a call outside it kills mvm with SIGSYS. --seccomp=false is for debugging")
 }
 
@@ -258,9 +262,16 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vm
   # An HTML report of a profiled 64-vCPU boot, and its JSON for later:
   mvm run --kernel smp.bin --cpus 64 --profile --profile-out /dev/null \
       --report boot.html --result-json boot.json`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runVM(cmd, &f, start)
+			cmdArgs, err := commandArgs(cmd, args)
+			if err != nil {
+				return asCommandError(err)
+			}
+			if len(cmdArgs) == 0 {
+				return runVM(cmd, &f, start, nil)
+			}
+			return asCommandError(runVM(cmd, &f, start, &commandRun{args: cmdArgs}))
 		},
 	}
 	f.register(cmd)
@@ -305,22 +316,57 @@ func (f *runFlags) check(start time.Time) (vmm.Config, error) {
 	return cfg, nil
 }
 
-func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
+// runVM runs the VM; cr is set in command mode (a command after --).
+func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) error {
+	if cr != nil {
+		// The console is the kernel's, apart from CMD's streams: hidden
+		// unless asked for.
+		if !cmd.Flags().Changed("console") {
+			f.console = "none"
+		}
+		if !cmd.Flags().Changed("cmdline") {
+			f.cmdline = commandCmdline(f.serial)
+		}
+	}
+	if f.timeout < 0 {
+		return usageError{fmt.Errorf("--timeout %v: give a positive duration, e.g. 30s", f.timeout)}
+	}
 	cfg, err := f.check(start)
 	if err != nil {
 		return err
 	}
+	if cr != nil {
+		if err := cr.configure(&cfg, f.modules); err != nil {
+			return err
+		}
+	} else if f.modules != "" {
+		return usageError{errors.New("--modules is for command mode: give the command after --, e.g. mvm run --kernel Image --modules DIR -- uname -r")}
+	}
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	if f.timeout > 0 {
+		t := time.AfterFunc(f.timeout, func() { cancel(timeoutCause{f.timeout}) })
+		defer t.Stop()
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	go func() {
-		if s, ok := <-sigs; ok {
+		for s := range sigs {
+			// In command mode a signal goes to CMD, whose status then
+			// says what happened; a second one while the first is still
+			// undelivered stops the VM.
+			if cr != nil && cr.forward(s.(syscall.Signal)) {
+				continue
+			}
 			cancel(signalCause{s.(syscall.Signal)})
+			return
 		}
 	}()
+	if cr != nil {
+		cr.onStatus = func() { cancel(statusCause) }
+	}
 
 	con, err := openConsole(f.console, cancel)
 	if err != nil {
@@ -328,6 +374,9 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 	}
 	defer con.Close()
 	cfg.Console, cfg.ConsoleIn = con.out, con.in
+	if cr != nil {
+		cfg.Console, cfg.ConsoleIn = &consoleWatcher{c: cr, out: con.out}, nil
+	}
 
 	m, err := vmm.New(cfg)
 	if err != nil {
@@ -366,6 +415,13 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 		if err := writeProfile(f, res); err != nil {
 			return err
 		}
+	}
+	if cr != nil {
+		return cr.exit(res, context.Cause(ctx))
+	}
+	var tc timeoutCause
+	if errors.As(context.Cause(ctx), &tc) {
+		return &exitError{124, tc.Error()}
 	}
 	return exitFor(res, context.Cause(ctx))
 }

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mvm-dev/mvm/cmdmode"
+	"github.com/mvm-dev/mvm/runsummary"
+	"github.com/mvm-dev/mvm/vmm"
+)
+
+// commandRun is command mode's host side (mvm run --kernel K -- CMD): the
+// guest's configuration and initramfs, the ports of CMD's streams and
+// status, and the mapping of how the run ended to mvm's exit status.
+type commandRun struct {
+	args []string
+
+	sigs chan byte // signals for CMD, read by the status port
+
+	mu          sync.Mutex
+	status      *cmdmode.Status
+	statusErr   error
+	initLine    string // the init's console failure line, if any
+	initCode    int
+	onStatus    func() // stops the VM once the status is in
+	statusBytes bytes.Buffer
+}
+
+// commandGiven reports whether a run command line has a command after
+// "--" (decided before cobra parses the flags, so that a bad flag in
+// command mode exits 125 too).
+func commandGiven(args []string) bool {
+	if len(args) == 0 || args[0] != "run" {
+		return false
+	}
+	i := slices.Index(args, "--")
+	return i >= 0 && i < len(args)-1
+}
+
+// commandArgs returns the command after "--", or an error when words come
+// before it (mvm run takes no other arguments).
+func commandArgs(cmd *cobra.Command, args []string) ([]string, error) {
+	dash := cmd.ArgsLenAtDash()
+	if len(args) == 0 {
+		return nil, nil
+	}
+	if dash != 0 {
+		return nil, usageError{fmt.Errorf("unexpected argument %q: put the command to run in the guest after --, e.g. mvm run --kernel Image -- uname -r", args[0])}
+	}
+	return args, nil
+}
+
+// commandCmdline is command mode's default kernel command line: the
+// console on the UART without earlycon (the guest's console is hidden or
+// logged; quiet keeps it short, and every character costs exits), and
+// panic=-1 so that a kernel panic resets the guest at once (mvm: 255)
+// instead of hanging.
+func commandCmdline(serial string) string {
+	tty := "ttyS0"
+	if serial == string(vmm.SerialPL011) {
+		tty = "ttyAMA0"
+	}
+	return "console=" + tty + " quiet panic=-1"
+}
+
+// configure turns cfg into command mode's VM: the host's root as a
+// read-only share before the --share ones, the console ports, and the
+// initramfs with mvm itself as /init and the modules the guest needs.
+func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
+	if cfg.Initrd != "" {
+		return usageError{errors.New("--initrd cannot be used with a command: mvm builds the guest's initramfs itself (drop --initrd, or drop the command after --)")}
+	}
+	if cfg.OnReset != vmm.ResetExit {
+		return usageError{errors.New("--on-reset reboot cannot be used with a command: a guest reset ends the command")}
+	}
+	root := vmm.Share{HostDir: "/", At: "/", Tag: cmdmode.RootTag, ReadOnly: true}
+	var mounts []cmdmode.GuestMount
+	for _, s := range cfg.Shares {
+		if s.Tag == cmdmode.RootTag {
+			return usageError{fmt.Errorf("--share tag %s is the guest root's; choose another tag=", s.Tag)}
+		}
+		mounts = append(mounts, cmdmode.GuestMount{Tag: s.Tag, At: s.At, ReadOnly: s.ReadOnly})
+	}
+	cfg.Shares = append([]vmm.Share{root}, cfg.Shares...)
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+
+	mods, err := c.modules(cfg, modulesFlag)
+	if err != nil {
+		return usageError{err}
+	}
+	env := childEnviron()
+	if env == nil {
+		env = os.Environ()
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		dir = "/"
+	}
+	groups, _ := os.Getgroups()
+	gcfg := cmdmode.GuestConfig{
+		Args: c.args, Env: env, Dir: dir,
+		UID: os.Getuid(), GID: os.Getgid(), Groups: groups,
+		RootTag: cmdmode.RootTag, Tmpfs: cmdmode.DefaultTmpfs, Shares: mounts,
+	}
+	// The guest's init is this very binary (an arm64 Linux one wherever
+	// mvm can run a VM); it knows it is the init by being PID 1 as /init.
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		return fmt.Errorf("read mvm's own binary for the guest's init: %w", err)
+	}
+	if cfg.InitrdData, err = cmdmode.Build(self, gcfg, mods); err != nil {
+		return fmt.Errorf("build the guest's initramfs: %w", err)
+	}
+
+	c.sigs = make(chan byte, 8)
+	cfg.Ports = []vmm.Port{
+		{Name: cmdmode.PortStdin, In: os.Stdin},
+		{Name: cmdmode.PortStdout, Out: os.Stdout},
+		{Name: cmdmode.PortStderr, Out: os.Stderr},
+		{Name: cmdmode.PortStatus, In: sigReader(c.sigs), Out: statusWriter{c}},
+	}
+	return nil
+}
+
+// modules resolves the modules the guest needs: from --modules DIR, else
+// the kernel build tree --kernel named, else the host's
+// /lib/modules/RELEASE with the kernel's release; none when there is no
+// such directory (the init then names what the kernel lacks).
+func (c *commandRun) modules(cfg *vmm.Config, flag string) ([]cmdmode.Module, error) {
+	var names []string
+	for _, d := range cmdmode.Drivers {
+		names = append(names, d.Module)
+	}
+	dir := flag
+	if dir != "" {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return nil, fmt.Errorf("--modules %w", unwrapPath(err))
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("--modules %s is not a directory (give an INSTALL_MOD_PATH tree, a /lib/modules/RELEASE directory or a directory of .ko files)", dir)
+		}
+	}
+	k, err := vmm.OpenKernel(cfg.Kernel, cfg.Memory)
+	if err != nil {
+		return nil, err
+	}
+	release := ""
+	if img, err := kernelImage(k); err == nil {
+		release, _ = cmdmode.KernelRelease(img)
+	}
+	switch {
+	case dir != "":
+	case k.Tree != "":
+		dir = k.Tree
+	case release != "":
+		dir = filepath.Join("/lib/modules", release)
+		if _, err := os.Stat(dir); err != nil {
+			return nil, nil
+		}
+	default:
+		return nil, nil
+	}
+	mods, err := cmdmode.FindModules(cmdmode.ModuleDir(dir, release), names)
+	if err != nil {
+		return nil, fmt.Errorf("--modules: %w", err)
+	}
+	return mods, nil
+}
+
+// kernelImage is the whole (unpacked) Image.
+func kernelImage(k vmm.Kernel) ([]byte, error) {
+	if k.Size == 0 {
+		return k.Data, nil
+	}
+	return os.ReadFile(k.Path)
+}
+
+// sigReader gives the signals for CMD to the status port, one byte each.
+type sigReader chan byte
+
+func (s sigReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	b, ok := <-s
+	if !ok {
+		return 0, io.EOF
+	}
+	p[0] = b
+	n := 1
+	for n < len(p) {
+		select {
+		case b := <-s:
+			p[n] = b
+			n++
+		default:
+			return n, nil
+		}
+	}
+	return n, nil
+}
+
+// forward passes a signal mvm received to CMD; false when one is already
+// waiting to be delivered (the guest is not taking them: stop the VM).
+func (c *commandRun) forward(sig syscall.Signal) bool {
+	select {
+	case c.sigs <- byte(sig):
+		return true
+	default:
+		return false
+	}
+}
+
+// statusWriter takes the status port's output: one status line.
+type statusWriter struct{ c *commandRun }
+
+func (w statusWriter) Write(p []byte) (int, error) {
+	c := w.c
+	c.mu.Lock()
+	if c.status != nil || c.statusErr != nil || c.statusBytes.Len()+len(p) > 4096 {
+		c.mu.Unlock()
+		return len(p), nil
+	}
+	c.statusBytes.Write(p)
+	line, _, complete := bytes.Cut(c.statusBytes.Bytes(), []byte("\n"))
+	if !complete {
+		c.mu.Unlock()
+		return len(p), nil
+	}
+	st, err := cmdmode.ParseStatus(line)
+	if err != nil {
+		c.statusErr = err
+	} else {
+		c.status = &st
+	}
+	stop := c.onStatus
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	return len(p), nil
+}
+
+// consoleWatcher passes the guest console on and remembers the init's
+// failure line (cmdmode.ConsoleLine) for when no status comes.
+type consoleWatcher struct {
+	c    *commandRun
+	out  io.Writer
+	line []byte
+}
+
+func (w *consoleWatcher) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if b == '\n' {
+			if code, msg, ok := cmdmode.ParseConsoleLine(string(w.line)); ok {
+				w.c.mu.Lock()
+				w.c.initCode, w.c.initLine = code, msg
+				w.c.mu.Unlock()
+			}
+			w.line = w.line[:0]
+		} else if len(w.line) < 512 {
+			w.line = append(w.line, b)
+		}
+	}
+	return w.out.Write(p)
+}
+
+// timeoutCause is the context cause when --timeout ran out.
+type timeoutCause struct{ d time.Duration }
+
+func (t timeoutCause) Error() string { return fmt.Sprintf("timed out after %v", t.d) }
+
+// statusCause is the context cause when CMD's status came in.
+var statusCause = errors.New("the command ended")
+
+// exit maps how the run ended to mvm's exit status in command mode.
+func (c *commandRun) exit(res vmm.Result, cause error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := c.args[0]
+	var tc timeoutCause
+	var sc signalCause
+	switch {
+	case c.status != nil:
+		code := c.status.ExitCode()
+		if c.status.Error != "" {
+			return &exitError{code, c.status.Error}
+		}
+		return &exitError{code, ""}
+	case c.statusErr != nil:
+		return &exitError{cmdmode.ExitGuestDied, fmt.Sprintf("the guest sent a bad status for %s: %v", name, c.statusErr)}
+	case errors.As(cause, &tc):
+		return &exitError{cmdmode.ExitTimeout, fmt.Sprintf("%s %v", name, tc)}
+	case errors.As(cause, &sc):
+		return &exitError{128 + int(sc.sig), sc.Error()}
+	case c.initLine != "":
+		return &exitError{c.initCode, c.initLine}
+	}
+	how := string(res.Exit)
+	if res.Err != nil {
+		how += ": " + res.Err.Error()
+	}
+	if res.Exit == runsummary.ExitReset {
+		how = "the guest reset (a kernel panic, with the panic=-1 of command mode's command line)"
+	}
+	return &exitError{cmdmode.ExitGuestDied, fmt.Sprintf("the guest ended without %s's status: %s (--console file:PATH keeps the kernel's console)", name, how)}
+}
+
+// asCommandError makes any error of command mode that is not already an
+// exit status mvm's own failure, 125, so it never passes for CMD's.
+func asCommandError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	_, msg := exitStatus(err)
+	return &exitError{cmdmode.ExitMVM, strings.TrimSpace(msg)}
+}

@@ -1,0 +1,194 @@
+//go:build linux && arm64
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// commandArgs is mvm run in command mode on the lab kernel: its modules
+// (virtio_mmio is one there), the lab's virtiofsd, the host's root (the
+// lab machine's) shared read-only.
+func commandArgs(t *testing.T, extra ...string) []string {
+	args := []string{"run", "--kernel", env(t, "MVM_LINUX"), "--modules", env(t, "MVM_MODULES"),
+		"--virtiofsd", env(t, "MVM_VIRTIOFSD"), "--memory", "256M", "--rng=false"}
+	return append(args, extra...)
+}
+
+// rootDir is a fresh directory on the host's root outside /tmp (the guest
+// has its own tmpfs there), removed after the test.
+func rootDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/", "mvm-cmdmode-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// TestCommandMode: one boot of mvm run -- CMD with a shell script that
+// copies its stdin (random binary bytes piped in) and then a host file to
+// stdout, writes text and binary bytes to stderr, tries to write to the
+// read-only root, checks its working directory and /tmp, and exits 7.
+// mvm's stdout must be exactly stdin then the host file (byte-exact,
+// without a byte of the kernel's console), its stderr exactly what the
+// script wrote there, its status 7, and no virtiofsd left.
+func TestCommandMode(t *testing.T) {
+	dir := rootDir(t)
+	in := make([]byte, 70000)
+	rand.Read(in)
+	host := randomFile(t, dir, "host.bin", 150000)
+	hostData, err := os.ReadFile(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `cat; cat "$1"
+printf 'to stderr\n\000\377\n' >&2
+if echo x >/mvm-cmdmode-rw 2>/dev/null; then echo "root is writable" >&2; fi
+[ "$(pwd)" = "$2" ] || echo "cwd is $(pwd), want $2" >&2
+echo ok >/tmp/x && [ "$(cat /tmp/x)" = ok ] || echo "/tmp is not writable" >&2
+exit 7`
+	r := mvmCmd(t, 3*time.Minute, func(c *exec.Cmd) {
+		c.Stdin = bytes.NewReader(in)
+		c.Dir = dir
+	}, append(commandArgs(t), "--", "/bin/sh", "-c", script, "sh", host, dir)...)
+	if r.code != 7 {
+		t.Errorf("exit status %d, want the command's 7\nstderr:\n%q", r.code, r.stderr)
+	}
+	want := append(append([]byte{}, in...), hostData...)
+	if !bytes.Equal([]byte(r.stdout), want) {
+		t.Errorf("stdout is %d bytes, want %d: stdin (%d) then the host file (%d); first difference at %d",
+			len(r.stdout), len(want), len(in), len(hostData), firstDiff([]byte(r.stdout), want))
+	}
+	if wantErr := "to stderr\n\x00\xff\n"; r.stderr != wantErr {
+		t.Errorf("stderr %q, want exactly %q", r.stderr, wantErr)
+	}
+	if _, err := os.Stat("/mvm-cmdmode-rw"); err == nil {
+		os.Remove("/mvm-cmdmode-rw")
+		t.Error("the guest's write to the read-only root reached the host")
+	}
+	noVirtiofsdLeft(t)
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestCommandModeEnds: the other ways a command ends, one boot each —
+// exit 0; not found (127, one line); SIGTERM to mvm reaches the command,
+// whose trap prints and then dies of it (143, its output there); killed
+// by a signal in the guest (128+9); --timeout (124) — and a kernel that
+// lacks virtio-mmio (no modules given: 125, one line naming the option).
+// After each, no virtiofsd, socket or runtime directory is left.
+func TestCommandModeEnds(t *testing.T) {
+	empty := t.TempDir()
+	for _, c := range []struct {
+		name     string
+		args     []string
+		code     int
+		stdout   string // exact, unless empty
+		stderrRe string // one mvm: line containing this, unless empty
+		sigterm  bool
+	}{
+		{name: "true", args: []string{"--", "true"}, code: 0},
+		{name: "not-found", args: []string{"--", "/no/such/command"}, code: 127, stderrRe: "not found"},
+		{name: "kill9", args: []string{"--", "/bin/sh", "-c", "kill -9 $$"}, code: 128 + 9},
+		{name: "sigterm", args: []string{"--", "/bin/sh", "-c", `trap 'echo got TERM; trap - TERM; kill -TERM $$' TERM; echo ready; while :; do sleep 1; done`},
+			code: 128 + 15, stdout: "ready\ngot TERM\n", sigterm: true},
+		{name: "timeout", args: []string{"--timeout", "8s", "--", "sleep", "600"}, code: 124, stderrRe: "timed out"},
+		{name: "no-virtio-mmio", args: []string{"--modules", empty, "--", "true"}, code: 125, stderrRe: "CONFIG_VIRTIO_MMIO"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// For no-virtio-mmio, the later --modules wins.
+			args := commandArgs(t, c.args...)
+			var r result
+			if c.sigterm {
+				r = runAndSignal(t, args, "ready", syscall.SIGTERM)
+			} else {
+				r = mvm(t, 3*time.Minute, args...)
+			}
+			if r.code != c.code {
+				t.Errorf("exit status %d, want %d\nstdout %q\nstderr %q", r.code, c.code, r.stdout, r.stderr)
+			}
+			if c.stdout != "" && r.stdout != c.stdout {
+				t.Errorf("stdout %q, want %q", r.stdout, c.stdout)
+			}
+			if c.stderrRe != "" {
+				oneLineError(t, r, c.code, c.stderrRe)
+			} else if r.stderr != "" {
+				t.Errorf("stderr %q, want none", r.stderr)
+			}
+			noVirtiofsdLeft(t)
+		})
+	}
+}
+
+// runAndSignal starts mvm, waits for a stdout line, sends sig and returns
+// the finished run.
+func runAndSignal(t *testing.T, args []string, line string, sig syscall.Signal) result {
+	t.Helper()
+	cmd := exec.Command(env(t, "MVM_BIN"), args...)
+	var errb lockedBuffer
+	cmd.Stderr = &errb
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(3*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	var out strings.Builder
+	br := bufio.NewReader(pipe)
+	for {
+		l, err := br.ReadString('\n')
+		out.WriteString(l)
+		if strings.TrimSpace(l) == line {
+			cmd.Process.Signal(sig)
+		}
+		if err != nil {
+			break
+		}
+	}
+	cmd.Wait()
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+}
+
+// TestCommandModeBadInput: command mode's bad input exits 125 (never a
+// status a command could have) with one line, before any guest or
+// virtiofsd starts.
+func TestCommandModeBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"initrd", "--initrd", []string{"--initrd", env(t, "MVM_LINUX"), "--", "true"}},
+		{"modules-missing", "--modules", []string{"--modules", filepath.Join(dir, "nope"), "--", "true"}},
+		{"bad-flag", "unknown flag", []string{"--no-such-flag", "--", "true"}},
+		{"no-virtiofsd", "does not exist", []string{"--virtiofsd", filepath.Join(dir, "virtiofsd"), "--", "true"}},
+		{"word-before-dash", "after --", []string{"true", "--", "true"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := mvm(t, 30*time.Second, commandArgs(t, c.args...)...)
+			oneLineError(t, r, 125, c.want)
+			noVirtiofsdLeft(t)
+		})
+	}
+}
