@@ -1,0 +1,138 @@
+//go:build linux
+
+package virtio
+
+import (
+	"encoding/binary"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// orderLog records which port's Out got which bytes, in order.
+type orderLog struct {
+	mu  sync.Mutex
+	log []string
+}
+
+type portOut struct {
+	l    *orderLog
+	name string
+}
+
+func (p portOut) Write(b []byte) (int, error) {
+	p.l.mu.Lock()
+	defer p.l.mu.Unlock()
+	p.l.log = append(p.l.log, p.name+":"+string(b))
+	return len(b), nil
+}
+
+func ctrlMsg(id uint32, event, value uint16) []byte {
+	m := make([]byte, 8)
+	binary.LittleEndian.PutUint32(m, id)
+	binary.LittleEndian.PutUint16(m[4:], event)
+	binary.LittleEndian.PutUint16(m[6:], value)
+	return m
+}
+
+// TestConsolePorts drives the console as Linux's virtio_console does with
+// MULTIPORT: DEVICE_READY gets one DEVICE_ADD per port; PORT_READY gets
+// the host side's PORT_OPEN before the PORT_NAME; input reaches the guest
+// only once it opened the port, and its end closes the host side; output
+// queued on a lower port before a higher one's reaches its Out first.
+func TestConsolePorts(t *testing.T) {
+	var l orderLog
+	con, err := NewConsole("virtio-console0", []ConsolePort{
+		{Name: "in", In: strings.NewReader("hello")},
+		{Name: "out", Out: portOut{&l, "out"}},
+		{Name: "status", Out: portOut{&l, "status"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(con.QueueMax()); got != 8 {
+		t.Fatalf("%d queues for 3 ports, want 8 (2 per port and the control pair)", got)
+	}
+	d := newTestDriver(t, con, 16, allFeatures)
+	var cfg [8]byte
+	con.ReadConfig(0, cfg[:])
+	if n := binary.LittleEndian.Uint32(cfg[4:]); n != 3 {
+		t.Fatalf("max_nr_ports %d, want 3", n)
+	}
+	// Control buffers for the device's messages, then DEVICE_READY.
+	heads := map[uint32]uint64{}
+	for range 12 {
+		head := uint32(d.rings[ctrlRxQueue].freeDsc)
+		heads[head] = d.submit(ctrlRxQueue, buf{data: make([]byte, 64), write: true})[0]
+	}
+	recv := func() (uint32, uint16, uint16, string) {
+		t.Helper()
+		id, n := d.waitUsed(ctrlRxQueue)
+		m := d.ram.at(heads[id], int(n))
+		if n < 8 {
+			t.Fatalf("control message of %d bytes", n)
+		}
+		return binary.LittleEndian.Uint32(m), binary.LittleEndian.Uint16(m[4:]), binary.LittleEndian.Uint16(m[6:]), string(m[8:])
+	}
+	d.submit(ctrlTxQueue, buf{data: ctrlMsg(0xffffffff, ctrlDeviceReady, 1)})
+	d.waitUsed(ctrlTxQueue)
+	for want := uint32(0); want < 3; want++ {
+		if id, ev, _, _ := recv(); id != want || ev != ctrlDeviceAdd {
+			t.Fatalf("control message %d: port %d event %d, want DEVICE_ADD of port %d", want, id, ev, want)
+		}
+	}
+	for p := uint32(0); p < 3; p++ {
+		d.submit(ctrlTxQueue, buf{data: ctrlMsg(p, ctrlPortReady, 1)})
+		d.waitUsed(ctrlTxQueue)
+		if id, ev, v, _ := recv(); id != p || ev != ctrlPortOpen || v != 1 {
+			t.Fatalf("after PORT_READY %d: port %d event %d value %d, want PORT_OPEN 1 first", p, id, ev, v)
+		}
+		if id, ev, _, name := recv(); id != p || ev != ctrlPortName || name != []string{"in", "out", "status"}[p] {
+			t.Fatalf("after PORT_READY %d: port %d event %d name %q", p, id, ev, name)
+		}
+	}
+	// Input: a receive buffer, then the guest opens the port.
+	inAddr := d.submit(rxQueue(0), buf{data: make([]byte, 64), write: true})[0]
+	d.submit(ctrlTxQueue, buf{data: ctrlMsg(0, ctrlPortOpen, 1)})
+	d.waitUsed(ctrlTxQueue)
+	if _, n := d.waitUsed(rxQueue(0)); string(d.ram.at(inAddr, int(n))) != "hello" {
+		t.Errorf("the guest received %q, want hello", d.ram.at(inAddr, int(n)))
+	}
+	if id, ev, v, _ := recv(); id != 0 || ev != ctrlPortOpen || v != 0 {
+		t.Errorf("after the input's end: port %d event %d value %d, want PORT_OPEN 0 (host closed)", id, ev, v)
+	}
+	// Output: the status port's chain is queued last but the device may
+	// see it first (the notify of the lower port is still to come);
+	// either way the lower port's bytes come out first.
+	d.submit(txQueue(1), buf{data: []byte("output")})
+	d.submit(txQueue(2), buf{data: []byte("done")})
+	d.waitUsed(txQueue(1))
+	d.waitUsed(txQueue(2))
+	l.mu.Lock()
+	got := strings.Join(l.log, ",")
+	l.mu.Unlock()
+	if got != "out:output,status:done" {
+		t.Errorf("outputs in the order %q, want out:output,status:done", got)
+	}
+}
+
+// TestConsoleRefusesNoMultiport: a driver that does not accept
+// MULTIPORT would make port 0 an hvc tty; the device faults instead.
+func TestConsoleRefusesNoMultiport(t *testing.T) {
+	con, err := NewConsole("c", []ConsolePort{{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := con.Start(&Env{Features: con.Features() &^ consoleFMultiport}); err == nil {
+		con.Stop()
+		t.Error("Start without MULTIPORT accepted")
+	}
+}
+
+func TestNewConsoleChecksPorts(t *testing.T) {
+	for _, ports := range [][]ConsolePort{nil, {{Name: ""}}, {{Name: "a"}, {Name: "a"}}, make([]ConsolePort, 17)} {
+		if _, err := NewConsole("c", ports); err == nil {
+			t.Errorf("NewConsole(%d ports %v) accepted", len(ports), ports)
+		}
+	}
+}
