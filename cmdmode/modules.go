@@ -163,6 +163,17 @@ func ModuleDir(dir, release string) string {
 	return dir
 }
 
+// NeedsRelease reports whether ModuleDir needs the kernel's release to
+// choose: dir has no modules.dep of its own and several
+// lib/modules/RELEASE directories.
+func NeedsRelease(dir string) bool {
+	if fileExists(filepath.Join(dir, "modules.dep")) {
+		return false
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "lib", "modules"))
+	return err == nil && len(ents) > 1
+}
+
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular()

@@ -671,9 +671,20 @@ func (m *VM) reboot() error {
 	m.timeline.FirstRun = time.Time{}
 	m.timeline.UserspaceMark = time.Time{}
 	m.timeline.UserspaceFrom = ""
+	m.timeline.CommandEnd = time.Time{}
 	m.timeline.CPUs = make([]CPUTimeline, len(m.cpus))
 	m.mu.Unlock()
 	return nil
+}
+
+// MarkCommandEnd records when command mode's status came in: the end of
+// the command phase (the first call counts).
+func (m *VM) MarkCommandEnd(at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timeline.CommandEnd.IsZero() {
+		m.timeline.CommandEnd = at
+	}
 }
 
 // startConsoleInput forwards ConsoleIn to the UART; the returned func stops it.

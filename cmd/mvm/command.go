@@ -34,6 +34,7 @@ type commandRun struct {
 	initLine    string // the init's console failure line, if any
 	initCode    int
 	onStatus    func() // stops the VM once the status is in
+	vm          interface{ MarkCommandEnd(time.Time) }
 	statusBytes bytes.Buffer
 }
 
@@ -154,27 +155,56 @@ func (c *commandRun) modules(cfg *vmm.Config, flag string) ([]cmdmode.Module, er
 			return nil, fmt.Errorf("--modules %s is not a directory (give an INSTALL_MOD_PATH tree, a /lib/modules/RELEASE directory or a directory of .ko files)", dir)
 		}
 	}
+	if dir != "" {
+		// The release only picks among several lib/modules/RELEASE
+		// directories; unpacking the kernel for it costs (a compressed
+		// one is unpacked again by vmm.New), so only then.
+		release := ""
+		if cmdmode.NeedsRelease(dir) {
+			var err error
+			if release, err = kernelRelease(cfg); err != nil {
+				return nil, fmt.Errorf("--modules %s has several lib/modules directories and the kernel's release is unknown: %w", dir, err)
+			}
+		}
+		return findModules(cmdmode.ModuleDir(dir, release), names)
+	}
 	k, err := vmm.OpenKernel(cfg.Kernel, cfg.Memory)
 	if err != nil {
 		return nil, err
 	}
-	release := ""
-	if img, err := kernelImage(k); err == nil {
-		release, _ = cmdmode.KernelRelease(img)
+	if k.Tree != "" {
+		return findModules(k.Tree, names)
 	}
-	switch {
-	case dir != "":
-	case k.Tree != "":
-		dir = k.Tree
-	case release != "":
-		dir = filepath.Join("/lib/modules", release)
-		if _, err := os.Stat(dir); err != nil {
-			return nil, nil
-		}
-	default:
+	img, err := kernelImage(k)
+	if err != nil {
 		return nil, nil
 	}
-	mods, err := cmdmode.FindModules(cmdmode.ModuleDir(dir, release), names)
+	release, err := cmdmode.KernelRelease(img)
+	if err != nil {
+		return nil, nil
+	}
+	dir = filepath.Join("/lib/modules", release)
+	if _, err := os.Stat(dir); err != nil {
+		return nil, nil
+	}
+	return findModules(dir, names)
+}
+
+// kernelRelease is the release of the kernel cfg names.
+func kernelRelease(cfg *vmm.Config) (string, error) {
+	k, err := vmm.OpenKernel(cfg.Kernel, cfg.Memory)
+	if err != nil {
+		return "", err
+	}
+	img, err := kernelImage(k)
+	if err != nil {
+		return "", err
+	}
+	return cmdmode.KernelRelease(img)
+}
+
+func findModules(dir string, names []string) ([]cmdmode.Module, error) {
+	mods, err := cmdmode.FindModules(dir, names)
 	if err != nil {
 		return nil, fmt.Errorf("--modules: %w", err)
 	}
@@ -240,6 +270,9 @@ func (w statusWriter) Write(p []byte) (int, error) {
 	if !complete {
 		c.mu.Unlock()
 		return len(p), nil
+	}
+	if c.vm != nil {
+		c.vm.MarkCommandEnd(time.Now())
 	}
 	st, err := cmdmode.ParseStatus(line)
 	if err != nil {

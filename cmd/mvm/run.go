@@ -266,7 +266,10 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vm
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmdArgs, err := commandArgs(cmd, args)
 			if err != nil {
-				return asCommandError(err)
+				if cmd.ArgsLenAtDash() >= 0 {
+					return asCommandError(err) // meant as command mode
+				}
+				return err
 			}
 			if len(cmdArgs) == 0 {
 				return runVM(cmd, &f, start, nil)
@@ -383,6 +386,11 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) err
 		return err
 	}
 	defer m.Close()
+	if cr != nil {
+		cr.mu.Lock()
+		cr.vm = m
+		cr.mu.Unlock()
+	}
 	if err := con.create(); err != nil {
 		return err
 	}
