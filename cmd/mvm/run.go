@@ -195,9 +195,26 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 func newRunCmd(start time.Time) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run --kernel PATH [flags]",
-		Short: "Boot an arm64 Linux Image or bare-metal payload",
-		Long: fmt.Sprintf(`Boot an arm64 guest with a serial console on this terminal.
+		Use:   "run --kernel PATH [flags] [-- CMD [ARGS...]]",
+		Short: "Run a command in an arm64 Linux guest, or boot a guest or bare-metal payload",
+		Long: fmt.Sprintf(`mvm run --kernel PATH [flags] -- CMD [ARGS...]
+runs CMD in a guest of that kernel (command mode): the guest's root is
+this host's /, shared read-only through virtio-fs (virtiofsd, as --share),
+with tmpfs on /tmp, /run, /var/tmp and /root; CMD runs in the current
+directory, with this environment, as the invoking user. Its stdin, stdout
+and stderr are mvm's, byte for byte (virtio-console ports); the kernel's
+console is hidden (--console file:PATH keeps it). SIGINT and SIGTERM go to
+CMD. mvm itself is the guest's init, in an initramfs built for the run
+with the modules the guest needs (virtio_mmio, virtio_console, fuse,
+virtiofs, if not built in) from --modules DIR, the build tree --kernel
+names, or /lib/modules/RELEASE. mvm's exit status is CMD's: its code,
+128+N when killed by signal N, 127 not found, 126 not executable, 124 on
+--timeout, 255 when the guest died without a status (kernel panic), 125
+when mvm fails or is given bad input (one line; a kernel lacking what
+command mode needs is named by its CONFIG_ options).
+
+Without a command, mvm run boots the guest with a serial console on this
+terminal.
 
 --kernel takes an arm64 Image, a compressed one (Image.gz, Image.zst, or
 the EFI zboot vmlinuz Fedora and Ubuntu ship, with a gzip or zstd
@@ -224,7 +241,8 @@ Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
 arm64, no usable /dev/kvm, a capability a flag needs); 2 for bad input: a
 bad flag value, or a file a flag names that is missing, unreadable or of
 the wrong kind, all checked before the host is probed; 130/143 on
-SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest. For a
+SIGINT/SIGTERM; 124 on --timeout. On a terminal, type Ctrl-A x to stop
+the guest. For a
 guest that seems stuck, kill -USR1 prints each vCPU's state, exit count
 and guest PC to stderr and lets the VM run on.
 
@@ -238,7 +256,11 @@ its own virtiofsd (guest: mount -t virtiofs TAG DIR; guest RAM is then a
 shared memfd; a missing virtiofsd or HOSTDIR, or a tag or guest path given
 twice, is bad input; a writable share needs root). The
 guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vmm.UARTBase, vmm.RTCBase),
-		Example: `  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
+		Example: `  # Run a command in the kernel just built, on this host's files:
+  mvm run --kernel arch/arm64/boot/Image -- uname -r
+  echo data | mvm run --kernel Image --cpus 4 --timeout 5m -- sha256sum
+
+  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \
       --append "rdinit=/init quiet"
 
