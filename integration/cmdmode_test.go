@@ -38,14 +38,17 @@ func rootDir(t *testing.T) string {
 }
 
 // TestCommandMode: one boot of mvm run -- CMD with a shell script that
-// copies its stdin (random binary bytes piped in) and then a host file to
-// stdout, writes text and binary bytes to stderr, tries to write to the
-// read-only root, checks its working directory and /tmp, and exits 7.
-// mvm's stdout must be exactly stdin then the host file (byte-exact,
-// without a byte of the kernel's console), its stderr exactly what the
-// script wrote there, its status 7, and no virtiofsd left.
+// copies its stdin (random binary bytes piped in) and then a host file
+// (through the read-only root) to stdout, writes text and binary bytes to
+// stderr, tries to write to the read-only root, checks its working
+// directory and /tmp, writes a file to a writable --share mounted at its
+// host path, and exits 7. mvm's stdout must be exactly stdin then the
+// host file (byte-exact, without a byte of the kernel's console), its
+// stderr exactly what the script wrote there, its status 7, the share's
+// file on the host with the invoking user as owner, and no virtiofsd
+// left.
 func TestCommandMode(t *testing.T) {
-	dir := rootDir(t)
+	dir, share := rootDir(t), rootDir(t)
 	in := make([]byte, 70000)
 	rand.Read(in)
 	host := randomFile(t, dir, "host.bin", 150000)
@@ -58,11 +61,12 @@ printf 'to stderr\n\000\377\n' >&2
 (echo x >/mvm-cmdmode-rw) 2>&1 | grep -q 'Read-only file system' || echo "a write to the root did not fail with EROFS" >&2
 [ "$(pwd)" = "$2" ] || echo "cwd is $(pwd), want $2" >&2
 echo ok >/tmp/x && [ "$(cat /tmp/x)" = ok ] || echo "/tmp is not writable" >&2
+echo "written in the guest" >"$3/out.txt"
 exit 7`
 	r := mvmCmd(t, 3*time.Minute, func(c *exec.Cmd) {
 		c.Stdin = bytes.NewReader(in)
 		c.Dir = dir
-	}, append(commandArgs(t), "--", "/bin/sh", "-c", script, "sh", host, dir)...)
+	}, append(commandArgs(t, "--share", share), "--", "/bin/sh", "-c", script, "sh", host, dir, share)...)
 	if r.code != 7 {
 		t.Errorf("exit status %d, want the command's 7\nstderr:\n%q", r.code, r.stderr)
 	}
@@ -73,6 +77,11 @@ exit 7`
 	}
 	if wantErr := "to stderr\n\x00\xff\n"; r.stderr != wantErr {
 		t.Errorf("stderr %q, want exactly %q", r.stderr, wantErr)
+	}
+	if b, err := os.ReadFile(filepath.Join(share, "out.txt")); err != nil || string(b) != "written in the guest\n" {
+		t.Errorf("the share's out.txt on the host: %q, %v", b, err)
+	} else if st, err := os.Stat(filepath.Join(share, "out.txt")); err == nil && int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+		t.Errorf("out.txt belongs to uid %d, want the invoking user's %d", st.Sys().(*syscall.Stat_t).Uid, os.Getuid())
 	}
 	if _, err := os.Stat("/mvm-cmdmode-rw"); err == nil {
 		os.Remove("/mvm-cmdmode-rw")

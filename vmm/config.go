@@ -52,9 +52,9 @@ func ParseSerial(s string) (Serial, error) {
 // Port is one named port of the virtio-console (Config.Ports): the guest
 // finds it by Name under /sys/class/virtio-ports. In is given to the guest
 // once it opens the port, and its end closes the host side (the guest
-// reads end-of-file); what the guest writes goes to Out. Output reaches
-// the Outs in port order: a chain on port N after whatever the guest
-// queued on lower ports before it.
+// reads end-of-file); what the guest writes goes to Out. A chain on the
+// last port reaches its Out after whatever the guest queued on the other
+// ports before it.
 type Port struct {
 	Name string
 	In   io.Reader

@@ -122,7 +122,9 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
 	if err != nil {
 		return fmt.Errorf("read mvm's own binary for the guest's init: %w", err)
 	}
-	if cfg.InitrdData, err = cmdmode.Build(self, gcfg, mods); err != nil {
+	// Without its DWARF and symbol table (a third of it): less to copy
+	// into the guest and for the guest kernel to unpack.
+	if cfg.InitrdData, err = cmdmode.Build(cmdmode.Stripped(self), gcfg, mods); err != nil {
 		return fmt.Errorf("build the guest's initramfs: %w", err)
 	}
 

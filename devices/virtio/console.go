@@ -52,10 +52,10 @@ type ConsolePort struct {
 	Out io.Writer
 }
 
-// Console is a multiport virtio-console. Output is delivered in port
-// order: whatever the guest queued on lower-numbered ports before a chain
-// on port N reaches their Out before that chain reaches port N's Out. Put
-// a status port last and the status arrives after the output it ends.
+// Console is a multiport virtio-console. Whatever the guest queued on the
+// other ports before a chain on the last port reaches their Outs before
+// that chain reaches the last port's Out: put a status port last and the
+// status arrives after the output it ends.
 type Console struct {
 	name  string
 	ports []ConsolePort
@@ -214,11 +214,12 @@ func (c *Console) Start(env *Env) error {
 }
 
 // drainTx takes what the driver queued on every transmit queue: the
-// control queue first (the driver spins until it is used), then the ports
-// from the last to the first, and then writes the ports' bytes out from
-// the first to the last. A chain taken from port N was queued after what
-// the guest had queued on lower ports before it, and those are taken after
-// it, so they are written first.
+// control queue first (the driver spins until it is used), then the last
+// port's chains (copied, at most lastPortRound bytes), then every
+// other port's, written straight from guest memory to their Outs, and
+// only then the last port's bytes to its Out. A chain on the last port
+// was queued after whatever the guest had queued on the others before
+// it, and those are taken after it, so they are out first.
 func (c *Console) drainTx() error {
 	env := c.env
 	q := env.Queues[ctrlTxQueue]
@@ -238,38 +239,59 @@ func (c *Console) drainTx() error {
 			c.handleControl(m)
 		}
 	}
-	out := make([][]byte, len(c.ports))
-	for i := len(c.ports) - 1; i >= 0; i-- {
-		qi := txQueue(i)
-		if qi >= len(env.Queues) || env.Queues[qi] == nil {
-			continue
+	last := len(c.ports) - 1
+	var lastOut []byte
+	if err := c.drainPort(last, func(b []byte) {
+		if room := lastPortRound - len(lastOut); room > 0 {
+			lastOut = append(lastOut, b[:min(len(b), room)]...)
 		}
-		q := env.Queues[qi]
-		used, err := drainChains(q, func(err error) { env.Problem("console output", err) }, func(ch *Chain) uint32 {
-			for _, b := range ch.Readable {
-				out[i] = append(out[i], b...)
-			}
-			return 0
-		})
-		if used && q.WantsInterrupt() {
-			env.Interrupt()
-		}
-		if err != nil {
+	}); err != nil {
+		return err
+	}
+	for i := 0; i < last; i++ {
+		if err := c.drainPort(i, func(b []byte) { c.write(i, b) }); err != nil {
 			return err
 		}
 	}
-	for i, b := range out {
-		if len(b) == 0 || c.ports[i].Out == nil || c.outErr.Load() {
-			continue
-		}
-		if _, err := c.ports[i].Out.Write(b); err != nil {
-			// A closed reader of mvm's stdout (a pipe into head)
-			// must not stop the guest: its later output is dropped.
-			c.outErr.Store(true)
-			env.Problem("console port "+c.ports[i].Name, err)
-		}
-	}
+	c.write(last, lastOut)
 	return nil
+}
+
+// lastPortRound bounds what mvm copies from the last port in one round
+// (it is a status port: one short line), so a hostile driver cannot make
+// it allocate a queue's worth of guest RAM; the rest is dropped.
+const lastPortRound = 64 << 10
+
+// drainPort hands each readable buffer of port i's transmit queue to out.
+func (c *Console) drainPort(i int, out func([]byte)) error {
+	env := c.env
+	qi := txQueue(i)
+	if qi >= len(env.Queues) || env.Queues[qi] == nil {
+		return nil
+	}
+	q := env.Queues[qi]
+	used, err := drainChains(q, func(err error) { env.Problem("console output", err) }, func(ch *Chain) uint32 {
+		for _, b := range ch.Readable {
+			out(b)
+		}
+		return 0
+	})
+	if used && q.WantsInterrupt() {
+		env.Interrupt()
+	}
+	return err
+}
+
+// write gives b to port i's Out; after an Out failed (a closed reader of
+// mvm's stdout, a pipe into head) output is dropped, the guest runs on.
+func (c *Console) write(i int, b []byte) {
+	if len(b) == 0 || c.ports[i].Out == nil || c.outErr.Load() {
+		return
+	}
+	if _, err := c.ports[i].Out.Write(b); err != nil {
+		c.outErr.Store(true)
+		c.env.Problem("console port "+c.ports[i].Name, err)
+	}
 }
 
 // gather copies up to max bytes of bufs.

@@ -136,3 +136,43 @@ func TestNewConsoleChecksPorts(t *testing.T) {
 		}
 	}
 }
+
+// countOut counts what reaches an Out.
+type countOut struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countOut) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += len(b)
+	return len(b), nil
+}
+
+// TestConsoleHostileDriver: control messages for ports that do not exist,
+// a short one, and a megabyte chain on the status port: the device runs
+// on (no DEVICE_NEEDS_RESET), each is used, and mvm keeps at most
+// lastPortRound bytes of the status port's round.
+func TestConsoleHostileDriver(t *testing.T) {
+	var status countOut
+	con, err := NewConsole("c", []ConsolePort{{Name: "out", Out: &countOut{}}, {Name: "status", Out: &status}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDriver(t, con, 16, allFeatures)
+	for _, m := range [][]byte{ctrlMsg(1000, ctrlPortOpen, 1), ctrlMsg(99, ctrlPortReady, 1), ctrlMsg(0xffffffff, 0xffff, 7), {1, 2}} {
+		d.submit(ctrlTxQueue, buf{data: m})
+		d.waitUsed(ctrlTxQueue)
+	}
+	d.submit(txQueue(1), buf{data: make([]byte, 1<<20)})
+	d.waitUsed(txQueue(1))
+	if st := d.r32(regStatus); st&statusNeedsReset != 0 {
+		t.Errorf("status %#x: the device gave up", st)
+	}
+	status.mu.Lock()
+	defer status.mu.Unlock()
+	if status.n == 0 || status.n > lastPortRound {
+		t.Errorf("the status port's Out got %d bytes of a 1 MiB chain, want 1..%d", status.n, lastPortRound)
+	}
+}
