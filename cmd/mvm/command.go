@@ -131,8 +131,8 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
 	c.sigs = make(chan byte, 8)
 	cfg.Ports = []vmm.Port{
 		{Name: cmdmode.PortStdin, In: os.Stdin},
-		{Name: cmdmode.PortStdout, Out: os.Stdout},
-		{Name: cmdmode.PortStderr, Out: os.Stderr},
+		{Name: cmdmode.PortStdout, Out: &pipeOut{w: os.Stdout, c: c}},
+		{Name: cmdmode.PortStderr, Out: &pipeOut{w: os.Stderr, c: c}},
 		{Name: cmdmode.PortStatus, In: sigReader(c.sigs), Out: statusWriter{c}},
 	}
 	return nil
@@ -255,6 +255,25 @@ func (c *commandRun) forward(sig syscall.Signal) bool {
 	default:
 		return false
 	}
+}
+
+// pipeOut is one of CMD's output streams on mvm's. When its reader has
+// gone (mvm run -- CMD | head), CMD gets SIGPIPE, as it would writing to
+// that pipe itself; its status then says so (141). mvm's own SIGPIPE is
+// caught in command mode, so the write fails with EPIPE instead of
+// killing mvm before it stops virtiofsd.
+type pipeOut struct {
+	w    io.Writer
+	c    *commandRun
+	once sync.Once
+}
+
+func (p *pipeOut) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.once.Do(func() { p.c.forward(syscall.SIGPIPE) })
+	}
+	return n, err
 }
 
 // statusWriter takes the status port's output: one status line.

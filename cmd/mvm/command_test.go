@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,5 +125,26 @@ func TestSigReader(t *testing.T) {
 	close(ch)
 	if _, err := sigReader(ch).Read(b); err == nil {
 		t.Error("no EOF after close")
+	}
+}
+
+// TestPipeOut: a write to a pipe whose reader is gone fails with EPIPE and
+// passes SIGPIPE on to CMD, once.
+func TestPipeOut(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r.Close()
+	cr := &commandRun{sigs: make(chan byte, 8)}
+	p := &pipeOut{w: w, c: cr}
+	for range 2 {
+		if _, err := p.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
+			t.Fatalf("write to a pipe without reader: %v, want EPIPE", err)
+		}
+	}
+	if len(cr.sigs) != 1 || <-cr.sigs != byte(syscall.SIGPIPE) {
+		t.Error("want exactly one SIGPIPE queued for the command")
 	}
 }

@@ -377,6 +377,13 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) err
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	if cr != nil {
+		// A write to a closed stdout pipe returns EPIPE (pipeOut passes
+		// it on to CMD) instead of killing mvm.
+		pipe := make(chan os.Signal, 1)
+		signal.Notify(pipe, syscall.SIGPIPE)
+		defer signal.Stop(pipe)
+	}
 	go func() {
 		for s := range sigs {
 			// In command mode a signal goes to CMD, whose status then

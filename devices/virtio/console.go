@@ -69,8 +69,9 @@ type Console struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	env  *Env
-	// outErr is set once an Out failed; later output is dropped.
-	outErr atomic.Bool
+	// outErr[i] is set once port i's Out failed; its later output is
+	// dropped.
+	outErr []atomic.Bool
 }
 
 // NewConsole returns a console with the given ports (1 to 16, names
@@ -86,7 +87,7 @@ func NewConsole(name string, ports []ConsolePort) (*Console, error) {
 		}
 		seen[p.Name] = true
 	}
-	c := &Console{name: name, ports: ports, opened: make([]chan struct{}, len(ports)), openOnce: make([]sync.Once, len(ports))}
+	c := &Console{name: name, ports: ports, opened: make([]chan struct{}, len(ports)), openOnce: make([]sync.Once, len(ports)), outErr: make([]atomic.Bool, len(ports))}
 	for i := range c.opened {
 		c.opened[i] = make(chan struct{})
 	}
@@ -285,11 +286,11 @@ func (c *Console) drainPort(i int, out func([]byte)) error {
 // write gives b to port i's Out; after an Out failed (a closed reader of
 // mvm's stdout, a pipe into head) output is dropped, the guest runs on.
 func (c *Console) write(i int, b []byte) {
-	if len(b) == 0 || c.ports[i].Out == nil || c.outErr.Load() {
+	if len(b) == 0 || c.ports[i].Out == nil || c.outErr[i].Load() {
 		return
 	}
 	if _, err := c.ports[i].Out.Write(b); err != nil {
-		c.outErr.Store(true)
+		c.outErr[i].Store(true)
 		c.env.Problem("console port "+c.ports[i].Name, err)
 	}
 }
