@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -346,39 +347,58 @@ func (in *guestInit) runCommand(stdio [3]*os.File) Status {
 	for i, g := range cfg.Groups {
 		groups[i] = uint32(g)
 	}
+	cred := &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), Groups: groups}
 	cmd := &exec.Cmd{
 		Path: path, Args: cfg.Args, Env: cfg.Env, Dir: dir,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
-		SysProcAttr: &syscall.SysProcAttr{
-			// Its own process group, like a shell's foreground job:
-			// a signal reaches the command's children too.
-			Setpgid:    true,
-			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), Groups: groups},
-		},
+		// Its own process group, like a shell's foreground job: a
+		// signal reaches the command's children too.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: cred},
+	}
+	var pty *os.File
+	var relayed chan struct{}
+	if cfg.TTY {
+		master, slave, err := openPTY(cfg)
+		if err != nil {
+			return Status{Code: ExitMVM, Error: err.Error()}
+		}
+		pty = master
+		defer master.Close()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		// A session of its own with the pty as controlling terminal
+		// (fd 0 in the child): job control works, as after a login.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: cred}
+		defer slave.Close()
 	}
 	if err := cmd.Start(); err != nil {
 		return StartFailure(cfg.Args[0], err)
 	}
-	for _, f := range stdio {
-		f.Close()
+	if pty != nil {
+		cmd.Stdin.(*os.File).Close()
+		stdio[2].Close() // the terminal carries stderr too
+		relayed = make(chan struct{})
+		go func() { io.Copy(pty, stdio[0]) }()
+		go func() {
+			// Until the last holder of the terminal closes it (EIO).
+			io.Copy(stdio[1], pty)
+			close(relayed)
+		}()
+	} else {
+		for _, f := range stdio {
+			f.Close()
+		}
 	}
 	pid := cmd.Process.Pid
-	go func() {
-		// Each byte the host sends is a signal for the command's group.
-		b := make([]byte, 16)
-		for {
-			n, err := in.status.Read(b)
-			for _, s := range b[:n] {
-				if s > 0 && s <= maxSignalNumber {
-					unix.Kill(-pid, unix.Signal(s))
-				}
-			}
-			if err != nil || n == 0 {
-				return
-			}
-		}
-	}()
+	go in.control(pid, pty)
 	err = cmd.Wait()
+	if relayed != nil {
+		// What the shell wrote last is still in the pty; a background
+		// job that keeps the terminal open does not hold the status up.
+		select {
+		case <-relayed:
+		case <-time.After(2 * time.Second):
+		}
+	}
 	unix.Sync() // what CMD wrote to a writable share reaches the host
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -386,6 +406,64 @@ func (in *guestInit) runCommand(stdio [3]*os.File) Status {
 	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	return WaitStatus(ws)
+}
+
+// control applies what the host sends on the status port: signals to the
+// command's process group (the session's, with a terminal), window sizes
+// to the terminal.
+func (in *guestInit) control(pid int, pty *os.File) {
+	buf := make([]byte, 64)
+	var rest []byte
+	for {
+		n, err := in.status.Read(buf)
+		var msgs []Control
+		msgs, rest = ParseControl(append(rest, buf[:n]...))
+		for _, m := range msgs {
+			switch {
+			case m.Signal > 0:
+				unix.Kill(-pid, unix.Signal(m.Signal))
+			case pty != nil:
+				// The kernel sends the foreground job SIGWINCH.
+				unix.IoctlSetWinsize(int(pty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: m.Rows, Col: m.Cols})
+			}
+		}
+		if err != nil || n == 0 {
+			return
+		}
+	}
+}
+
+// openPTY opens a pseudo-terminal pair on the devpts mounted at
+// /dev/pts (Documentation/filesystems/devpts.rst: its own ptmx node),
+// sized as the host's terminal and owned by the command's user, as
+// login(1) leaves it.
+func openPTY(cfg GuestConfig) (master, slave *os.File, err error) {
+	mfd, err := unix.Open("/dev/pts/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open /dev/pts/ptmx for the terminal: %w", err)
+	}
+	master = os.NewFile(uintptr(mfd), "/dev/pts/ptmx")
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("unlock the terminal: %w", err)
+	}
+	n, err := unix.IoctlGetInt(mfd, unix.TIOCGPTN)
+	if err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("terminal number: %w", err)
+	}
+	if cfg.Rows > 0 && cfg.Cols > 0 {
+		unix.IoctlSetWinsize(mfd, unix.TIOCSWINSZ, &unix.Winsize{Row: cfg.Rows, Col: cfg.Cols})
+	}
+	name := fmt.Sprintf("/dev/pts/%d", n)
+	sfd, err := unix.Open(name, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	unix.Fchown(sfd, cfg.UID, cfg.GID)
+	unix.Fchmod(sfd, 0o620)
+	return master, os.NewFile(uintptr(sfd), name), nil
 }
 
 // WaitStatus is the Status of an ended process.

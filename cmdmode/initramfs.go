@@ -36,6 +36,12 @@ type GuestConfig struct {
 	Shares []GuestMount `json:"shares,omitempty"`
 	// Modules are initramfs paths of the modules to load, in order.
 	Modules []string `json:"modules,omitempty"`
+	// TTY: the command (an interactive shell) gets a terminal in the
+	// guest, a pty the init relays to the stdin and stdout ports, Rows
+	// by Cols at first.
+	TTY  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
 
 // GuestMount is one --share as the init mounts it.

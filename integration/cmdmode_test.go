@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // commandArgs is mvm run in command mode on the lab kernel: its modules
@@ -235,4 +239,72 @@ func TestCommandModeBadInput(t *testing.T) {
 			noVirtiofsdLeft(t)
 		})
 	}
+}
+
+// hostPTY opens a pseudo-terminal pair in the lab machine, rows by cols.
+func hostPTY(t *testing.T, rows, cols uint16) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetWinsize(int(m.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
+
+// TestCommandModeShell: nothing after -- on a terminal is an interactive
+// shell on a terminal of the guest's, driven here through a pty as a user
+// would type: the terminal has the host's size, job control works (a
+// background job listed and killed by its job number), and the shell's
+// exit status is mvm's.
+func TestCommandModeShell(t *testing.T) {
+	master, slave := hostPTY(t, 50, 132)
+	defer master.Close()
+	cmd := exec.Command(env(t, "MVM_BIN"), commandArgs(t, "--")...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	cmd.Env = append(os.Environ(), "SHELL=/bin/sh", "PS1=prompt$ ")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	timer := time.AfterFunc(3*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	var out lockedBuffer
+	done := make(chan struct{})
+	go func() {
+		io.Copy(&out, master) // until EIO: mvm and the pty's last holder gone
+		close(done)
+	}()
+	io.WriteString(master, "stty size; echo $((6*7)); tty; sleep 300 & jobs; kill %1; wait %1; echo killed $?; exit 3\n")
+	err := cmd.Wait()
+	<-done
+	code := cmd.ProcessState.ExitCode()
+	text := out.String()
+	t.Logf("mvm -- (a shell): exit %d, err %v\n%s", code, err, text)
+	if code != 3 {
+		t.Errorf("exit status %d, want the shell's 3", code)
+	}
+	for _, want := range []string{"50 132", "42", "/dev/pts/", "sleep 300", "killed 143"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the session lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "job control turned off") {
+		t.Error("the shell has no job control")
+	}
+	noVirtiofsdLeft(t)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/mvm-dev/mvm/cmdmode"
 	"github.com/mvm-dev/mvm/runsummary"
@@ -25,8 +27,11 @@ import (
 // status, and the mapping of how the run ended to mvm's exit status.
 type commandRun struct {
 	args []string
+	// tty: an interactive shell (nothing after --, on a terminal): the
+	// guest gives it a terminal, mvm's is raw meanwhile.
+	tty bool
 
-	sigs chan byte // signals for CMD, read by the status port
+	sigs chan []byte // messages for the init (cmdmode.ParseControl), read by the status port
 
 	mu          sync.Mutex
 	status      *cmdmode.Status
@@ -50,11 +55,21 @@ func commandGiven(args []string) bool {
 }
 
 // commandArgs returns the command after "--", or an error when words come
-// before it (mvm run takes no other arguments).
+// before it (mvm run takes no other arguments). Nothing after "--" on a
+// terminal is an interactive shell: $SHELL, else /bin/sh.
 func commandArgs(cmd *cobra.Command, args []string) ([]string, error) {
 	dash := cmd.ArgsLenAtDash()
 	if len(args) == 0 {
-		return nil, nil
+		if dash < 0 {
+			return nil, nil
+		}
+		if !term.IsTerminal(int(os.Stdin.Fd())) || !term.IsTerminal(int(os.Stdout.Fd())) {
+			return nil, usageError{errors.New("nothing after --: give the command to run in the guest, or run mvm on a terminal for an interactive shell")}
+		}
+		if sh := os.Getenv("SHELL"); sh != "" {
+			return []string{sh}, nil
+		}
+		return []string{"/bin/sh"}, nil
 	}
 	if dash != 0 {
 		return nil, usageError{fmt.Errorf("unexpected argument %q: put the command to run in the guest after --, e.g. mvm run --kernel Image -- uname -r", args[0])}
@@ -116,6 +131,12 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
 		UID: os.Getuid(), GID: os.Getgid(), Groups: groups,
 		RootTag: cmdmode.RootTag, Tmpfs: cmdmode.DefaultTmpfs, Shares: mounts,
 	}
+	if c.tty {
+		gcfg.TTY = true
+		if cols, rows, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
+			gcfg.Rows, gcfg.Cols = uint16(rows), uint16(cols)
+		}
+	}
 	// The guest's init is this very binary (an arm64 Linux one wherever
 	// mvm can run a VM); it knows it is the init by being PID 1 as /init.
 	self, err := os.ReadFile("/proc/self/exe")
@@ -128,12 +149,12 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
 		return fmt.Errorf("build the guest's initramfs: %w", err)
 	}
 
-	c.sigs = make(chan byte, 8)
+	c.sigs = make(chan []byte, 8)
 	cfg.Ports = []vmm.Port{
 		{Name: cmdmode.PortStdin, In: os.Stdin},
 		{Name: cmdmode.PortStdout, Out: &pipeOut{w: os.Stdout, c: c}},
 		{Name: cmdmode.PortStderr, Out: &pipeOut{w: os.Stderr, c: c}},
-		{Name: cmdmode.PortStatus, In: sigReader(c.sigs), Out: statusWriter{c}},
+		{Name: cmdmode.PortStatus, In: &sigReader{ch: c.sigs}, Out: statusWriter{c}},
 	}
 	return nil
 }
@@ -221,40 +242,55 @@ func kernelImage(k vmm.Kernel) ([]byte, error) {
 	return os.ReadFile(k.Path)
 }
 
-// sigReader gives the signals for CMD to the status port, one byte each.
-type sigReader chan byte
+// sigReader gives the messages for the init (signals for CMD, window
+// sizes) to the status port.
+type sigReader struct {
+	ch      chan []byte
+	pending []byte
+}
 
-func (s sigReader) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	b, ok := <-s
-	if !ok {
-		return 0, io.EOF
-	}
-	p[0] = b
-	n := 1
-	for n < len(p) {
-		select {
-		case b := <-s:
-			p[n] = b
-			n++
-		default:
-			return n, nil
+func (s *sigReader) Read(p []byte) (int, error) {
+	if len(s.pending) == 0 {
+		b, ok := <-s.ch
+		if !ok {
+			return 0, io.EOF
 		}
+		s.pending = b
 	}
+	n := copy(p, s.pending)
+	s.pending = s.pending[n:]
 	return n, nil
 }
 
-// forward passes a signal mvm received to CMD; false when one is already
-// waiting to be delivered (the guest is not taking them: stop the VM).
+// forward passes a signal mvm received to CMD; false when the queue is
+// full (the guest is not taking them: stop the VM).
 func (c *commandRun) forward(sig syscall.Signal) bool {
+	return c.send([]byte{byte(sig)})
+}
+
+// send queues a message for the init without blocking.
+func (c *commandRun) send(m []byte) bool {
 	select {
-	case c.sigs <- byte(sig):
+	case c.sigs <- m:
 		return true
 	default:
 		return false
 	}
+}
+
+// watchTerminal passes the terminal's size to the guest whenever it
+// changes (SIGWINCH); the returned func stops it.
+func (c *commandRun) watchTerminal() func() {
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		for range winch {
+			if cols, rows, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
+				c.send(cmdmode.Resize(uint16(rows), uint16(cols)))
+			}
+		}
+	}()
+	return func() { signal.Stop(winch); close(winch) }
 }
 
 // pipeOut is one of CMD's output streams on mvm's. When its reader has

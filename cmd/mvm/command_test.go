@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"strings"
@@ -114,16 +115,25 @@ func TestCommandGiven(t *testing.T) {
 }
 
 func TestSigReader(t *testing.T) {
-	ch := make(chan byte, 4)
-	ch <- 15
-	ch <- 2
-	b := make([]byte, 8)
-	n, err := sigReader(ch).Read(b)
-	if err != nil || n != 2 || b[0] != 15 || b[1] != 2 {
-		t.Errorf("Read = %d %v %v", n, b[:n], err)
+	ch := make(chan []byte, 4)
+	ch <- []byte{15}
+	ch <- cmdmode.Resize(50, 132)
+	r := &sigReader{ch: ch}
+	var got []byte
+	b := make([]byte, 3) // smaller than a resize message
+	for len(got) < 6 {
+		n, err := r.Read(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b[:n]...)
+	}
+	msgs, rest := cmdmode.ParseControl(got)
+	if len(rest) != 0 || len(msgs) != 2 || msgs[0].Signal != 15 || msgs[1].Rows != 50 || msgs[1].Cols != 132 {
+		t.Errorf("read %v: %+v", got, msgs)
 	}
 	close(ch)
-	if _, err := sigReader(ch).Read(b); err == nil {
+	if _, err := r.Read(b); err == nil {
 		t.Error("no EOF after close")
 	}
 }
@@ -137,14 +147,14 @@ func TestPipeOut(t *testing.T) {
 	}
 	defer w.Close()
 	r.Close()
-	cr := &commandRun{sigs: make(chan byte, 8)}
+	cr := &commandRun{sigs: make(chan []byte, 8)}
 	p := &pipeOut{w: w, c: cr}
 	for range 2 {
 		if _, err := p.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
 			t.Fatalf("write to a pipe without reader: %v, want EPIPE", err)
 		}
 	}
-	if len(cr.sigs) != 1 || <-cr.sigs != byte(syscall.SIGPIPE) {
+	if len(cr.sigs) != 1 || !bytes.Equal(<-cr.sigs, []byte{byte(syscall.SIGPIPE)}) {
 		t.Error("want exactly one SIGPIPE queued for the command")
 	}
 }

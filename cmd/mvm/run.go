@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/render"
@@ -211,7 +212,9 @@ names, or /lib/modules/RELEASE. mvm's exit status is CMD's: its code,
 128+N when killed by signal N, 127 not found, 126 not executable, 124 on
 --timeout, 255 when the guest died without a status (kernel panic), 125
 when mvm fails or is given bad input (one line; a kernel lacking what
-command mode needs is named by its CONFIG_ options).
+command mode needs is named by its CONFIG_ options). Nothing after --, on
+a terminal, is an interactive $SHELL on a terminal of the guest's (job
+control, the window size passed on).
 
 Without a command, mvm run boots the guest with a serial console on this
 terminal.
@@ -296,7 +299,8 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vm
 			if len(cmdArgs) == 0 {
 				return runVM(cmd, &f, start, nil)
 			}
-			return asCommandError(runVM(cmd, &f, start, &commandRun{args: cmdArgs}))
+			tty := len(args) == 0 // nothing after --: an interactive shell
+			return asCommandError(runVM(cmd, &f, start, &commandRun{args: cmdArgs, tty: tty}))
 		},
 	}
 	f.register(cmd)
@@ -408,6 +412,16 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) err
 	cfg.Console, cfg.ConsoleIn = con.out, con.in
 	if cr != nil {
 		cfg.Console, cfg.ConsoleIn = &consoleWatcher{c: cr, out: con.out}, nil
+	}
+	if cr != nil && cr.tty {
+		// The guest's terminal does the line editing, echo and Ctrl-C
+		// (to its foreground job); mvm's passes every byte.
+		old, err := term.MakeRaw(int(os.Stdin.Fd()))
+		if err != nil {
+			return fmt.Errorf("put the terminal in raw mode: %w", err)
+		}
+		defer term.Restore(int(os.Stdin.Fd()), old)
+		defer cr.watchTerminal()()
 	}
 
 	m, err := vmm.New(cfg)
