@@ -118,11 +118,14 @@ func TestCommandModeEnds(t *testing.T) {
 		stdout   string // exact, unless empty
 		stderrRe string // one mvm: line containing this, unless empty
 		sigterm  bool
+		sigpipe  bool // mvm's stdout closed after the first line
 	}{
 		{name: "true", args: []string{"--result-json", "RESULT", "--", "true"}, code: 0},
 		{name: "not-found", args: []string{"--", "/no/such/command"}, code: 127, stderrRe: "not found"},
 		{name: "sigterm", args: []string{"--", "/bin/sh", "-c", `trap 'echo got TERM; trap - TERM; kill -TERM $$' TERM; echo ready; while :; do sleep 1; done`},
 			code: 128 + 15, stdout: "ready\ngot TERM\n", sigterm: true},
+		// yes(1) into a pipe whose reader goes: SIGPIPE, as on the host.
+		{name: "sigpipe", args: []string{"--", "/bin/sh", "-c", "while :; do echo ready; done"}, code: 128 + 13, sigpipe: true},
 		// Short: the VM is stopped wherever it is (the cleanup is the point).
 		{name: "timeout", args: []string{"--timeout", "3s", "--", "sleep", "600"}, code: 124, stderrRe: "timed out"},
 		{name: "no-virtio-mmio", args: []string{"--modules", empty, "--", "true"}, code: 125, stderrRe: "CONFIG_VIRTIO_MMIO"},
@@ -137,9 +140,12 @@ func TestCommandModeEnds(t *testing.T) {
 				}
 			}
 			var r result
-			if c.sigterm {
+			switch {
+			case c.sigterm:
 				r = runAndSignal(t, args, "ready", syscall.SIGTERM)
-			} else {
+			case c.sigpipe:
+				r = runAndSignal(t, args, "ready", 0)
+			default:
 				r = mvm(t, 3*time.Minute, args...)
 			}
 			if r.code != c.code {
@@ -186,8 +192,8 @@ func commandPhase(t *testing.T, path string) {
 	}
 }
 
-// runAndSignal starts mvm, waits for a stdout line, sends sig and returns
-// the finished run.
+// runAndSignal starts mvm, waits for a stdout line, sends sig (0: closes
+// mvm's stdout instead) and returns the finished run.
 func runAndSignal(t *testing.T, args []string, line string, sig syscall.Signal) result {
 	t.Helper()
 	cmd := exec.Command(env(t, "MVM_BIN"), args...)
@@ -208,6 +214,10 @@ func runAndSignal(t *testing.T, args []string, line string, sig syscall.Signal) 
 		l, err := br.ReadString('\n')
 		out.WriteString(l)
 		if strings.TrimSpace(l) == line {
+			if sig == 0 {
+				pipe.Close()
+				break
+			}
 			cmd.Process.Signal(sig)
 		}
 		if err != nil {

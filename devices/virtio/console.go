@@ -290,8 +290,9 @@ func (c *Console) write(i int, b []byte) {
 		return
 	}
 	if _, err := c.ports[i].Out.Write(b); err != nil {
+		// A host-side end (the Out's owner handles it, e.g. command
+		// mode's SIGPIPE), not the driver's error: not a Problem.
 		c.outErr[i].Store(true)
-		c.env.Problem("console port "+c.ports[i].Name, err)
 	}
 }
 
