@@ -8,8 +8,16 @@ GO        ?= go
 CACHE     ?= .cache/lab
 OUT       ?= out
 LAB_TIMEOUT ?= 25m
-# LAB_RUN=REGEX runs only the matching integration tests (go test -run syntax).
+# LAB_RUN=REGEX runs only the matching integration tests (go test -run syntax);
+# LAB_SKIP=REGEX leaves the matching ones out (go test -skip).
 LAB_RUN   ?= .
+LAB_SKIP  ?=
+# The integration tests make test runs in the instruction-time lab instead of
+# the wall-clock one: the A/B benches, whose boots repeat to ~1% there and
+# whose guest sleeps cost no host time, so they need fewer and shorter boots
+# (integration/bench_test.go, abPlan). That lab runs on one host thread,
+# beside the wall-clock lab.
+INSN_TESTS := ^(TestBenchAB|TestBenchCPUs)$$
 # LAB_CPU=MODEL: the lab machine's QEMU CPU model (lab -cpu; default max),
 # e.g. neoverse-n1 for a host without FEAT_S2FWB.
 LAB_CPU   ?=
@@ -75,7 +83,13 @@ LAB_VIRTIOFSD ?= $(if $(or $(filter .,$(LAB_RUN)),$(findstring VirtioFS,$(LAB_RU
 VIRTIOFSD_CPIO := $(CACHE)/virtiofsd.cpio
 LAB_CPIO  := $(if $(filter yes,$(LAB_QEMU)),$(QEMU_CPIO)) $(if $(filter yes,$(LAB_VIRTIOFSD)),$(VIRTIOFSD_CPIO))
 
-.PHONY: all build test perf-gate unit vet lab-test lab-test-nofwb report-test report-shots demo bench bench-insn lab-deps lab-fetch guest clean help
+# The performance gate's output and the files it takes into its lab.
+GATE_OUT := $(OUT)/perf-gate.txt
+GATE_FILES := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(OUT)/guest/mmio.bin $(OUT)/guest/cpuonwfi.bin
+# The instruction-time lab's output directory in make test (lab-test-insn).
+INSN_OUT := $(OUT)/lab-out-insn
+
+.PHONY: all build test test-wall test-insn lab-test-insn lab-files perf-gate unit vet lab-test lab-test-nofwb report-test report-shots demo bench bench-insn lab-deps lab-fetch guest clean help
 
 all: build
 
@@ -156,13 +170,13 @@ lab-test: $(LAB_FILES) $(MODULE_FILES)
 	MVM_TESTHOOKS_BIN=$(abspath $(OUT)/arm64/mvm-testhooks) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_LINUX_GZ=$(abspath $(KERNEL_GZ)) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) MVM_VIRTIOFSD=/usr/libexec/virtiofsd \
 	MVM_LINUX_VMLINUX=$(abspath $(CACHE)/vmlinux.sym) MVM_LINUX_SYSTEM_MAP=$(abspath $(CACHE)/System.map) \
-	$(LAB_ENV_EXTRA) $(OUT)/arm64/integration.test -test.v -test.run '$(value LAB_RUN)' -test.timeout $(LAB_TIMEOUT)
+	$(LAB_ENV_EXTRA) $(OUT)/arm64/integration.test -test.v -test.run '$(value LAB_RUN)' -test.skip '$(value LAB_SKIP)' -test.timeout $(LAB_TIMEOUT)
 else
 lab-test: $(LAB_FILES) $(MODULE_FILES) $(LAB_CPIO) | lab-deps
 	rm -rf $(LAB_OUT)
 	$(GO) run ./lab $(LAB_FLAGS) -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout $(LAB_TIMEOUT) -out $(LAB_OUT) \
 	  $(LAB_ADD) $(foreach f,$(LAB_CPIO),-cpio $(f)) \
-	  -run '$(if $(filter yes,$(LAB_QEMU)),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_LAB_OUT=$$LAB_OUT $(LAB_ENV) $(LAB_ENV_EXTRA) /lab/integration.test -test.v -test.run "$(value LAB_RUN)" -test.timeout $(LAB_TIMEOUT)'
+	  -run '$(if $(filter yes,$(LAB_QEMU)),MVM_QEMU=/usr/bin/qemu-system-aarch64 )MVM_LAB_OUT=$$LAB_OUT $(LAB_ENV) $(LAB_ENV_EXTRA) /lab/integration.test -test.v -test.run "$(value LAB_RUN)" -test.skip "$(value LAB_SKIP)" -test.timeout $(LAB_TIMEOUT)'
 endif
 
 # The tests whose failure only a host without FEAT_S2FWB can show, in a lab
@@ -182,27 +196,58 @@ endif
 # chromium, installed by lab-deps), and the lab's live metrics scrape linted
 # by promtool (Debian's prometheus, likewise); report-shots also refreshes the
 # screenshots in docs/.
+# MVM_REPORT_FIXTURES is a list of directories (lab-test's first, then the
+# instruction-time lab's), searched in order for each result.
+FIXTURES := $(abspath $(LAB_OUT)):$(abspath $(INSN_OUT))
 report-test: | lab-deps
-	MVM_REPORT_FIXTURES=$(abspath $(LAB_OUT)) $(GO) test -count=1 -v -run '^TestBrowser$$' ./report/
-	MVM_REPORT_FIXTURES=$(abspath $(LAB_OUT)) $(GO) test -count=1 -v -run '^TestPromtoolLiveScrape$$' ./exits/metrics/
+	MVM_REPORT_FIXTURES=$(FIXTURES) $(GO) test -count=1 -v -run '^TestBrowser$$' ./report/
+	MVM_REPORT_FIXTURES=$(FIXTURES) $(GO) test -count=1 -v -run '^TestPromtoolLiveScrape$$' ./exits/metrics/
 
 report-shots: | lab-deps
-	MVM_REPORT_FIXTURES=$(abspath $(LAB_OUT)) MVM_REPORT_SHOTS=$(abspath docs) $(GO) test -count=1 -v -run '^TestBrowser$$' ./report/
+	MVM_REPORT_FIXTURES=$(FIXTURES) MVM_REPORT_SHOTS=$(abspath docs) $(GO) test -count=1 -v -run '^TestBrowser$$' ./report/
 
-# The unit tests and the performance gate run side by side: the gate's
-# figures are instruction counts, which the unit tests' load cannot move.
+# make test: everything is built first; then two chains run side by side,
+# the unit tests followed by the wall-clock lab, and the performance gate
+# followed by the instruction-time lab's tests (INSN_TESTS). Instruction
+# counts cannot be moved by the other chain's load, and that lab takes one
+# host thread. Then the no-FWB lab and the browser and promtool checks of
+# both labs' results.
+ifeq ($(NATIVE),yes)
 test:
-	@$(MAKE) --no-print-directory -j2 --output-sync=target unit perf-gate
-	@$(MAKE) --no-print-directory lab-test lab-test-nofwb
+	@$(MAKE) --no-print-directory lab-files
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory lab-test perf-gate
 	@$(MAKE) --no-print-directory report-test
+else
+test:
+	@$(MAKE) --no-print-directory lab-files
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-wall test-insn
+	@$(MAKE) --no-print-directory lab-test-nofwb
+	@$(MAKE) --no-print-directory report-test
+endif
+
+test-wall:
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory lab-test LAB_SKIP='$(INSN_TESTS)'
+
+test-insn:
+	@$(MAKE) --no-print-directory perf-gate
+	@$(MAKE) --no-print-directory lab-test-insn
+
+# The instruction-time lab's share of make test (INSN_TESTS), with its own
+# output directory, which report-test reads beside lab-test's.
+lab-test-insn:
+	@$(MAKE) --no-print-directory lab-test LAB_TIME=insn LAB_OUT=$(INSN_OUT) LAB_RUN='$(INSN_TESTS)'
+
+# Everything the lab targets boot or copy in, built once before make test's
+# two chains start (so that they never build the same file at once).
+lab-files: $(LAB_FILES) $(MODULE_FILES) $(if $(NATIVE),,$(QEMU_CPIO) $(VIRTIOFSD_CPIO) $(GATE_FILES))
 
 # The performance gate (lab/perfgate): MMIO exit cost against a bare
 # KVM_RUN loop and CPU_ON latency with PSCI in mvm against PSCI in KVM, in
 # the instruction-time lab, judged against bounds measured there (ratios
 # within one run; lab/perfgate/main.go says where each comes from). About
 # two minutes. On an arm64 host there is no instruction-time lab: not judged.
-GATE_OUT := $(OUT)/perf-gate.txt
-GATE_FILES := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(OUT)/guest/mmio.bin $(OUT)/guest/cpuonwfi.bin
 ifeq ($(NATIVE),yes)
 perf-gate:
 	@echo "perf-gate: native arm64 host: the gate's bounds are instruction-time lab figures, not judged here"

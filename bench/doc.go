@@ -6,9 +6,9 @@
 // (variants interleaved so that drift of the host hits all alike), turning a
 // run's result (runsummary.Summary) into phase durations, the statistics
 // (median, spread, delta against the baseline, Mann-Whitney U p-value through
-// golang.org/x/perf/benchmath) with the regression decision, and the three
-// renderings: an LKML-style table, JSON with every run's raw numbers, and the
-// Go benchmark format that benchstat reads. Exec runs the boots, each a
+// golang.org/x/perf/benchmath) with the regression decision, and the
+// renderings: an LKML-style table, JSON with every run's raw numbers, the
+// Go benchmark format that benchstat reads, and JUnit XML for CI systems. Exec runs the boots, each a
 // child `mvm run` process (so vmm_setup starts at a real process start),
 // and Progress shows how far they are; Execute takes any Runner, so the
 // schedule and records test without booting.

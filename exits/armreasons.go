@@ -29,6 +29,18 @@ const (
 	arm64ExitWithSErrorBit = 31
 )
 
+// ESR_ELx exception classes (ESR_ELx_EC_* in arch/arm64/include/asm/esr.h)
+// that the exit profile breaks down (Arm64BreakdownClasses); the BPF
+// programs take them from here too.
+const (
+	ECWFx     = 0x01
+	ECHVC64   = 0x16
+	ECSMC64   = 0x17
+	ECSys64   = 0x18
+	ECIABTLow = 0x20
+	ECDABTLow = 0x24
+)
+
 // arm64ExceptionType names the kvm_exit ret values (ARM_EXCEPTION_* in
 // arch/arm64/include/asm/kvm_asm.h) other than TRAP, which is keyed by EC.
 func arm64ExceptionType(k uint64) (string, bool) {
@@ -54,7 +66,7 @@ func arm64ExceptionClass(k uint64) (string, bool) {
 	switch k {
 	case 0x00:
 		return "UNKNOWN", true
-	case 0x01:
+	case ECWFx:
 		return "WFx", true
 	case 0x03:
 		return "CP15_32", true
@@ -84,11 +96,11 @@ func arm64ExceptionClass(k uint64) (string, bool) {
 		return "SMC32", true
 	case 0x15:
 		return "SVC64", true
-	case 0x16:
+	case ECHVC64:
 		return "HVC64", true
-	case 0x17:
+	case ECSMC64:
 		return "SMC64", true
-	case 0x18:
+	case ECSys64:
 		return "SYS64", true
 	case 0x19:
 		return "SVE", true
@@ -100,13 +112,13 @@ func arm64ExceptionClass(k uint64) (string, bool) {
 		return "SME", true
 	case 0x1F:
 		return "IMP_DEF", true
-	case 0x20:
+	case ECIABTLow:
 		return "IABT_LOW", true
 	case 0x21:
 		return "IABT_CUR", true
 	case 0x22:
 		return "PC_ALIGN", true
-	case 0x24:
+	case ECDABTLow:
 		return "DABT_LOW", true
 	case 0x25:
 		return "DABT_CUR", true

@@ -122,7 +122,7 @@ func ExampleReport_WriteJSON() {
 	rec.Record(off, 9000*time.Nanosecond)
 
 	agg := tracepoint.NewAggregator(exits.Arm64Namer{})
-	agg.Configure(tracepoint.Layout{VCPUs: 1, Regions: []tracepoint.Region{{Name: "uart", Base: 0x900_0000, Size: 0x1000}}})
+	agg.Configure(exits.Layout{VCPUs: 1, Regions: []exits.Region{{Name: "uart", Base: 0x900_0000, Size: 0x1000}}}, tracepoint.Options{})
 	agg.SetVCPU(4242, 0) // the vCPU thread's TID
 	fault := func(t, ipa uint64) tracepoint.Event {
 		return tracepoint.Event{Kind: tracepoint.EventDetail, TID: 4242, Time: t, Detail: tracepoint.DetailFault, Val: ipa}
@@ -144,7 +144,7 @@ func ExampleReport_WriteJSON() {
 	rep := &exits.Report{DurationNS: 20000}
 	userspace.AddTo(rep, []userspace.RecorderSnapshot{rec.Snapshot()})
 	kvmstat.AddTo(rep, stats)
-	tracepoint.AddTo(rep, exits.Arm64Namer{}, agg.Snapshot(), agg.Details())
+	rep.AddTrace(exits.Arm64Namer{}, agg.Snapshot(), agg.Details())
 	if err := rep.WriteJSON(os.Stdout); err != nil {
 		fmt.Println(err)
 	}

@@ -4,10 +4,12 @@ package integration
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/mvm-dev/mvm/bench"
+	"github.com/mvm-dev/mvm/internal/labclock"
 	"github.com/mvm-dev/mvm/runsummary"
 )
 
@@ -94,67 +97,38 @@ func parseBenchstat(t *testing.T, out string) map[string][]float64 {
 	return got
 }
 
-// TestBenchAA: the same Linux configuration as two variants shows no
-// significant regression and exits 0; its benchstat output parses.
-func TestBenchAA(t *testing.T) {
-	kernel := env(t, "MVM_LINUX")
-	initrd := testInitrd(t)
-	r, rep, js := benchRun(t, 12*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
-		"--runs", "4", "--warmup", "0", "--variant", "A2:label=again", "--fail-on-regression", "10", "--format", "benchstat")
-	logTable(t, js)
-	if r.code != 0 {
-		t.Fatalf("A/A bench: exit status %d, want 0\nstderr:\n%s", r.code, r.stderr)
+// abPlan is how TestBenchAB samples: runs per variant and B's extra delay.
+// In the instruction-time lab a 1-vCPU boot repeats to about 1% and a
+// guest's sleep costs no host time (-icount sleep=off), so four runs a side
+// (the fewest with which the Mann-Whitney U test can reach p < 0.05 at all)
+// and a 300 ms delay, 25% of a 1.2 s boot, separate cleanly. In the wall
+// lab a 1-vCPU boot takes 8-16 s, ranges over ±30% with an occasional 2x
+// outlier (8.9-23.7 s seen), and drifts by seconds when other work shares
+// the host: B waits 6 s and each variant runs eight times (with four or six
+// a side one A run slower than every B run lifted p to 0.057 and 0.065).
+func abPlan() (runs int, delay time.Duration) {
+	if labclock.Name() == labclock.Insn {
+		return 4, 300 * time.Millisecond
 	}
-	if len(rep.Analysis.Regressions) != 0 || len(rep.Analysis.Failed) != 0 {
-		t.Errorf("A/A: regressions %+v, failed runs %+v", rep.Analysis.Regressions, rep.Analysis.Failed)
-	}
-	for _, p := range []string{runsummary.PhaseVMMSetup, runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
-		c, ok := rep.Analysis.Cell(1, "A2", p)
-		if !ok || c.N != 4 || c.Delta == nil {
-			t.Errorf("A2 %s: %+v", p, c)
-			continue
-		}
-		t.Logf("A/A %s: delta %+.1f%%, p=%.3f, significant %v", p, c.Delta.Pct, c.Delta.P, c.Delta.Significant)
-	}
-
-	// Proof that benchstat can read it: the benchmark format parser
-	// benchstat uses accepts every line, with one sample per run.
-	got := parseBenchstat(t, r.stdout)
-	for _, v := range []string{"A", "A2"} {
-		for _, p := range []string{runsummary.PhaseVMMSetup, runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
-			name := "Boot/cpus=1/variant=" + v + "/phase=" + p
-			if len(got[name]) != 4 {
-				t.Errorf("%s: %d samples in the benchstat output, want 4", name, len(got[name]))
-			}
-		}
-	}
-	if _, ok := got["Boot/cpus=1/variant=A/phase=secondaries"]; ok {
-		t.Error("secondaries with 1 vCPU in the benchstat output")
-	}
+	return 8, 6 * time.Second
 }
 
-// benchDelay is how much longer variant B's init waits before the
-// userspace marker. In the lab a 1-vCPU boot takes 8-16 s, and when other
-// work shares the host it drifts by several seconds within one bench: the
-// U test with 4 runs each needs every B slower than every A, so the delay
-// must exceed that drift.
-const benchDelay = 6 * time.Second
-
-// TestBenchDelay: a variant whose init waits benchDelay longer before the
-// userspace marker is slower in kernel_to_user and total, not in
+// TestBenchAB: one bench of three variants answers both questions of the
+// regression runner. A2, the same configuration as A, is no regression and
+// its benchstat output parses; B, whose init waits longer before the
+// userspace marker, is slower in kernel_to_user and total, not in
 // vmm_setup, and --fail-on-regression makes that exit status 1. Looked at
-// from the slow variant, the baseline is faster: not a regression.
-func TestBenchDelay(t *testing.T) {
+// from B, the baseline is faster: not a regression. (One bench instead of
+// an A/A and an A/B bench: A's runs serve both.)
+func TestBenchAB(t *testing.T) {
 	kernel := env(t, "MVM_LINUX")
 	initrd := testInitrd(t)
-	// Eight runs a side: lab boots of one configuration range over ±30%
-	// with an occasional 2x outlier (8.9-23.7 s seen). Mann-Whitney U is
-	// rank-based, so one A run slower than every B run costs as many
-	// inversions as there are B runs: with four or six a side that alone
-	// lifted p to 0.057 and 0.065; with eight it stays below 0.05.
-	r, rep, js := benchRun(t, 16*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
-		"--runs", "8", "--warmup", "0",
-		"--variant", fmt.Sprintf("B:cmdline-append=mvm.delay_ms=%d,label=+%v", benchDelay.Milliseconds(), benchDelay),
+	runs, delay := abPlan()
+	t.Logf("%s clock: %d runs a variant, B waits %v longer", labclock.Name(), runs, delay)
+	r, rep, js := benchRun(t, 20*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
+		"--runs", strconv.Itoa(runs), "--warmup", "0",
+		"--variant", "A2:label=again",
+		"--variant", fmt.Sprintf("B:cmdline-append=mvm.delay_ms=%d,label=+%v", delay.Milliseconds(), delay),
 		"--fail-on-regression", "5",
 		// The userspace and stats profile (no tracepoints: cheap) feeds the
 		// bench report's exit-profile differences.
@@ -163,8 +137,28 @@ func TestBenchDelay(t *testing.T) {
 	reportFixture(t, js, "bench-delay.json")
 	checkBenchReport(t, js)
 	if r.code != 1 {
-		t.Errorf("A/B bench with a %v slower B: exit status %d, want 1\nstderr:\n%s", benchDelay, r.code, r.stderr)
+		t.Errorf("A/A2/B bench with a %v slower B: exit status %d, want 1\nstderr:\n%s", delay, r.code, r.stderr)
 	}
+	if len(rep.Analysis.Failed) != 0 {
+		t.Errorf("failed runs %+v", rep.Analysis.Failed)
+	}
+
+	// A/A: no regression, every phase present with all its runs.
+	for _, p := range []string{runsummary.PhaseVMMSetup, runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
+		c, ok := rep.Analysis.Cell(1, "A2", p)
+		if !ok || c.N != runs || c.Delta == nil {
+			t.Errorf("A2 %s: %+v", p, c)
+			continue
+		}
+		t.Logf("A/A %s: delta %+.1f%%, p=%.3f, significant %v", p, c.Delta.Pct, c.Delta.P, c.Delta.Significant)
+	}
+	for _, g := range rep.Analysis.Regressions {
+		if g.Variant == "A2" {
+			t.Errorf("A/A regression: %+v", g)
+		}
+	}
+
+	// A/B: B regresses where the delay is, and only there.
 	for _, p := range []string{runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
 		c, ok := rep.Analysis.Cell(1, "B", p)
 		if !ok || c.Delta == nil {
@@ -179,20 +173,54 @@ func TestBenchDelay(t *testing.T) {
 		}
 		// The difference of the medians should be close to the delay
 		// (boot-to-boot noise aside).
-		if diff < benchDelay/2 || diff > benchDelay*2 {
-			t.Errorf("B %s: medians differ by %v, want about %v", p, diff, benchDelay)
+		if diff < delay/2 || diff > delay*2 {
+			t.Errorf("B %s: medians differ by %v, want about %v", p, diff, delay)
 		}
 	}
 	if c, ok := rep.Analysis.Cell(1, "B", runsummary.PhaseVMMSetup); !ok || c.Delta == nil || c.Delta.Regression {
 		t.Errorf("B vmm_setup: %+v, want present and no regression", c.Delta)
 	}
 	for _, g := range rep.Analysis.Regressions {
-		if g.Phase != runsummary.PhaseKernelToUser && g.Phase != runsummary.PhaseTotal && g.Phase != bench.PhaseProcessWall && g.Phase != bench.PhaseProcessCPU {
+		if g.Variant == "B" && g.Phase != runsummary.PhaseKernelToUser && g.Phase != runsummary.PhaseTotal && g.Phase != bench.PhaseProcessWall && g.Phase != bench.PhaseProcessCPU {
 			t.Errorf("regression in an unaffected phase: %+v", g)
 		}
 	}
 	if !strings.Contains(r.stdout, "REGRESSIONS beyond 5%") {
 		t.Error("the table does not list the regressions")
+	}
+
+	// Proof that benchstat can read it: the benchmark format parser
+	// benchstat uses accepts every line, with one sample per run.
+	bs := mvm(t, time.Minute, "bench", "--from", js, "--format", "benchstat")
+	got := parseBenchstat(t, bs.stdout)
+	for _, v := range []string{"A", "A2", "B"} {
+		for _, p := range []string{runsummary.PhaseVMMSetup, runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
+			name := "Boot/cpus=1/variant=" + v + "/phase=" + p
+			if len(got[name]) != runs {
+				t.Errorf("%s: %d samples in the benchstat output, want %d", name, len(got[name]), runs)
+			}
+		}
+	}
+	if _, ok := got["Boot/cpus=1/variant=A/phase=secondaries"]; ok {
+		t.Error("secondaries with 1 vCPU in the benchstat output")
+	}
+
+	// The CI form of the same verdict: B's regressed phases are failed
+	// JUnit test cases, A2's pass.
+	junit := filepath.Join(t.TempDir(), "boot.xml")
+	if r := mvm(t, time.Minute, "bench", "--from", js, "--fail-on-regression", "5", "--junit", junit); r.code != 1 {
+		t.Errorf("--junit: exit status %d, want 1\n%s", r.code, r.stderr)
+	}
+	failed := junitFailures(t, junit)
+	for _, p := range []string{runsummary.PhaseKernelToUser, runsummary.PhaseTotal} {
+		if !failed["mvm-bench.B "+p+" 1 vCPU"] {
+			t.Errorf("JUnit: B %s is not a failed test case (failed: %v)", p, failed)
+		}
+	}
+	for k := range failed {
+		if strings.HasPrefix(k, "mvm-bench.A2 ") {
+			t.Errorf("JUnit: A/A case %s failed", k)
+		}
 	}
 
 	// The same boots with B as the baseline: A is faster, which is no
@@ -213,14 +241,20 @@ func TestBenchDelay(t *testing.T) {
 }
 
 // TestBenchCPUs: a bench over 1, 4 and 8 vCPUs fills every cell;
-// secondaries is absent with 1 vCPU and grows with the count (medians of
-// three runs: single lab runs were seen out of order, 194 ms for 4 vCPUs
-// against 128 ms for 8).
+// secondaries is absent with 1 vCPU and grows with the count (in the wall
+// lab medians of three runs: single runs were seen out of order, 194 ms for
+// 4 vCPUs against 128 ms for 8).
 func TestBenchCPUs(t *testing.T) {
 	kernel := env(t, "MVM_LINUX")
 	initrd := testInitrd(t)
+	// In instruction time a boot repeats to about 1% (secondaries 1.5 ms
+	// for 4 vCPUs, 8.0 ms for 8): one run a count.
+	runs := "3"
+	if labclock.Name() == labclock.Insn {
+		runs = "1"
+	}
 	r, rep, _ := benchRun(t, 12*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
-		"--psci", "user", "--cpus", "1,4,8", "--runs", "3", "--warmup", "0")
+		"--psci", "user", "--cpus", "1,4,8", "--runs", runs, "--warmup", "0")
 	t.Logf("stdout:\n%s", r.stdout)
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
@@ -307,4 +341,35 @@ func TestBenchBadInput(t *testing.T) {
 			t.Errorf("the stopped run's result: %+v", s)
 		}
 	})
+}
+
+// junitFailures reads a JUnit XML file and returns its failed test cases as
+// "classname name".
+func junitFailures(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Classname string    `xml:"classname,attr"`
+				Name      string    `xml:"name,attr"`
+				Failure   *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	failed := map[string]bool{}
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			if c.Failure != nil {
+				failed[c.Classname+" "+c.Name] = true
+			}
+		}
+	}
+	return failed
 }

@@ -67,15 +67,19 @@ var (
 )
 
 // TestLinuxBoot boots Debian's arm64 kernel with the busybox test init on
-// 1, 2, 4 and 8 vCPUs with PSCI in userspace and in KVM; the guest must
-// see every CPU and power off. The 4-vCPU guests also take their
-// secondaries offline and online again through sysfs (hotplugCmd,
+// 1, 4 and 8 vCPUs with PSCI in userspace and on 4 and 8 with PSCI in KVM
+// (with one vCPU there is no CPU_ON, so the two modes boot alike); the
+// guest must see every CPU and power off. The 4-vCPU guests also take
+// their secondaries offline and online again through sysfs (hotplugCmd,
 // checkHotplug) before they power off.
 func TestLinuxBoot(t *testing.T) {
 	kernel := env(t, "MVM_LINUX")
 	plain, hotplug := testInitrd(t), initrdWithCmd(t, hotplugCmd)
 	for _, mode := range []string{"user", "kernel"} {
-		for _, n := range []int{1, 2, 4, 8} {
+		for _, n := range []int{1, 4, 8} {
+			if n == 1 && mode == "kernel" {
+				continue
+			}
 			t.Run(fmt.Sprintf("psci=%s/cpus=%d", mode, n), func(t *testing.T) {
 				initrd := plain
 				if n == 4 {

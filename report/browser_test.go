@@ -18,7 +18,8 @@ import (
 
 // The browser test renders the reports of real lab runs with Debian's
 // chromium, headless: `make test` runs it on the JSON files its lab run
-// brought back (MVM_REPORT_FIXTURES=out/lab-out, see the Makefile); with
+// brought back (MVM_REPORT_FIXTURES, a list: out/lab-out and out/lab-out-insn,
+// see the Makefile); with
 // MVM_REPORT_SHOTS=DIR it also keeps the screenshots (docs/).
 
 // fixtures are the lab results the test renders, the screenshot each
@@ -102,8 +103,8 @@ func inked(t *testing.T, path string) (float64, int) {
 }
 
 func TestBrowser(t *testing.T) {
-	dir := os.Getenv("MVM_REPORT_FIXTURES")
-	if dir == "" {
+	dirs := os.Getenv("MVM_REPORT_FIXTURES")
+	if dirs == "" {
 		t.Skip("renders the lab's results in chromium: make test runs it with MVM_REPORT_FIXTURES=out/lab-out (make report-test)")
 	}
 	browser, err := exec.LookPath("chromium")
@@ -122,7 +123,14 @@ func TestBrowser(t *testing.T) {
 	shots := os.Getenv("MVM_REPORT_SHOTS")
 	for _, fx := range fixtures() {
 		t.Run(fx.json, func(t *testing.T) {
-			src := filepath.Join(dir, fx.json)
+			// The first directory of the list that has it (make test's
+			// two labs each bring back their own results).
+			var src string
+			for _, dir := range filepath.SplitList(dirs) {
+				if src = filepath.Join(dir, fx.json); fileExists(src) {
+					break
+				}
+			}
 			in, err := LoadFile(src)
 			if err != nil {
 				t.Fatalf("%v (the lab run that writes it: integration/report_test.go)", err)
@@ -237,4 +245,9 @@ func keepShot(t *testing.T, src, dst string) {
 	}
 	st, _ := os.Stat(dst)
 	t.Logf("kept %s (%d bytes)", dst, st.Size())
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -6,6 +6,12 @@
 // waits here in userspace (not inside KVM_RUN) until the VMM powers it on;
 // only with KVM's in-kernel PSCI does a secondary wait inside KVM_RUN for
 // KVM to start it (PowerOnRequest.InitOnly).
+//
+// The loop decodes each exit from kvm_run into an Exit record, decides the
+// exits that are its own (an interrupted KVM_RUN, a failed entry, ...), and
+// asks the VMM's Handler for an Action about the rest, which it then carries
+// out (exit.go: none of that needs KVM, so it is tested on any host). A
+// vCPU's lifecycle is one State value that moves by Step.
 package vcpu
 
 import (
@@ -16,23 +22,10 @@ import (
 	"time"
 	"unsafe"
 
-	hkvm "github.com/c35s/hype/kvm"
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/psci"
-)
-
-// Next tells the run loop what to do after an exit was handled.
-type Next int
-
-const (
-	// Continue re-enters the guest.
-	Continue Next = iota
-	// PowerOff parks the vCPU in userspace until the next PowerOn.
-	PowerOff
-	// Halt ends this vCPU's loop (the VM is stopping).
-	Halt
 )
 
 // Handler is the VMM side of a vCPU's exits. Every method is called on the
@@ -40,16 +33,15 @@ const (
 type Handler interface {
 	// Entering is called just before the first KVM_RUN after a power-on.
 	Entering(v *VCPU)
-	// MMIO handles a guest access; for a read it fills data.
-	MMIO(v *VCPU, addr uint64, data []byte, write bool)
-	// Hypercall handles an SMCCC call forwarded to userspace.
-	Hypercall(v *VCPU, fid uint32, smc bool) Next
-	// SystemEvent handles KVM_EXIT_SYSTEM_EVENT.
-	SystemEvent(v *VCPU, typ uint32, data []uint64) Next
+	// Exit decides what a KVM_EXIT_MMIO, KVM_EXIT_HYPERCALL or
+	// KVM_EXIT_SYSTEM_EVENT means (the loop decides the others itself:
+	// decide); for an MMIO read it fills e.MMIO.Data. The loop carries
+	// out the Action: writes X0, re-enters, parks or ends.
+	Exit(v *VCPU, e *Exit) Action
 	// Exited is called after every KVM_RUN return with the exit reason
-	// (kvm.Exit*, or kvm.ExitIntr for EINTR), the ExitKey the handler set
-	// (-1 if none), the time from KVM_RUN's return until the handler
-	// finished and that moment (done); for accounting.
+	// (kvm.Exit*, or kvm.ExitIntr for EINTR), the Action's Key (-1 if
+	// none), the time from KVM_RUN's return until the exit was handled
+	// and that moment (done); for accounting.
 	Exited(v *VCPU, reason uint32, sub int, handle time.Duration, done time.Time)
 }
 
@@ -96,24 +88,19 @@ type VCPU struct {
 	tid   atomic.Int32
 	box   mailbox
 
-	// parked is set while the loop waits in its mailbox (Inspect: a
-	// parked vCPU has no guest position to report).
-	parked atomic.Bool
+	// state is the vCPU's lifecycle (State): written by the vCPU's
+	// thread only (step), read by others (Inspect: a waiting vCPU has
+	// no guest position to report).
+	state atomic.Uint32
 	// vbar: VBAR_EL1 as the guest last left it (LastVBAR).
 	vbar atomic.Uint64
-	// fresh: no guest instruction has run since the last
-	// KVM_ARM_VCPU_INIT (New's, or a park's), so the vCPU is still in
-	// its reset state and a park need not initialise it again. Owned by
-	// the vCPU's thread.
-	fresh bool
 	// resetSCTLR, resetPSTATE: SCTLR_EL1 and PSTATE as KVM's reset left
 	// them, for a warm reset (rearm).
 	resetSCTLR, resetPSTATE uint64
 
-	// ExitKey classifies the exit being handled for accounting: the
-	// Handler may set it while handling; Exited receives it as sub. The
-	// loop resets it to -1 before each exit.
-	ExitKey int
+	// exit is the exit being handled, decoded from run; owned by the
+	// loop, reused so that an exit allocates nothing.
+	exit Exit
 
 	// LastOn is the most recent power-on request this vCPU acted on;
 	// Woken when this thread took it, Reset when its registers were set,
@@ -166,7 +153,7 @@ type Snapshot struct {
 // with a timeout. It reports whether the vCPU was asked (false when
 // parked: it has no guest position, its registers are in reset state).
 func (v *VCPU) Inspect(report func(Snapshot)) bool {
-	if v.parked.Load() {
+	if v.State().Waiting() {
 		return false
 	}
 	v.inspect.Store(&report)
@@ -193,18 +180,18 @@ func (v *VCPU) answerInspect() {
 // KVM binds a vCPU to the thread that uses it. New names that thread
 // "mvm-vcpu-<id>" (as QEMU, Firecracker and others name theirs), so that
 // ps, top and mvm profile --pid can tell the vCPU threads apart.
-func New(sys *os.File, vm *hkvm.VM, id int, init kvm.VCPUInit) (*VCPU, error) {
-	fd, err := hkvm.CreateVCPU(vm, id)
+func New(sys, vm *os.File, id int, init kvm.VCPUInit) (*VCPU, error) {
+	fd, err := kvm.CreateVCPU(vm, id)
 	if err != nil {
 		return nil, fmt.Errorf("create vCPU %d: %w", id, err)
 	}
-	v := &VCPU{ID: id, fd: fd.File, init: init, origin: time.Now()}
+	v := &VCPU{ID: id, fd: fd, init: init, origin: time.Now()}
 	v.clock = newExitClock(v.origin)
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("KVM_ARM_VCPU_INIT vCPU %d: %w", id, err)
 	}
-	v.fresh = true
+	// StateReset, the zero State: the init above.
 	if v.run, err = kvm.MapRun(sys, v.fd); err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("vCPU %d: %w", id, err)
@@ -231,6 +218,21 @@ func nameThread(name string) {
 	if b, err := unix.BytePtrFromString(name); err == nil {
 		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(b)), 0, 0, 0)
 	}
+}
+
+// State is where the vCPU is in its lifecycle. Safe from any goroutine.
+func (v *VCPU) State() State { return State(v.state.Load()) }
+
+// step moves the vCPU's lifecycle by e. Called on the vCPU's thread.
+func (v *VCPU) step(e Event) error {
+	s := v.State()
+	n, ok := s.Step(e)
+	if !ok {
+		// Only a bug in this package gets here.
+		return fmt.Errorf("vCPU %d: lifecycle event %v in state %v", v.ID, e, s)
+	}
+	v.state.Store(uint32(n))
+	return nil
 }
 
 // Fd is the vCPU file descriptor (for the stats fd and tracepoints).
@@ -333,10 +335,10 @@ func (v *VCPU) InitPMU(intid uint32) error {
 func (v *VCPU) LastVBAR() uint64 { return v.vbar.Load() }
 
 // Reg reads a ONE_REG register.
-func (v *VCPU) Reg(id uint64) (uint64, error) { return kvm.GetOneReg(v.fd, id) }
+func (v *VCPU) Reg(id kvm.RegID) (uint64, error) { return kvm.GetOneReg(v.fd, id) }
 
 // SetReg writes a ONE_REG register.
-func (v *VCPU) SetReg(id, val uint64) error { return kvm.SetOneReg(v.fd, id, val) }
+func (v *VCPU) SetReg(id kvm.RegID, val uint64) error { return kvm.SetOneReg(v.fd, id, val) }
 
 // X reads general-purpose register Xn.
 func (v *VCPU) X(n int) (uint64, error) { return kvm.GetOneReg(v.fd, kvm.RegX(n)) }
@@ -351,38 +353,24 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	v.tid.Store(int32(unix.Gettid()))
-	for parks := 0; ; parks++ {
-		// Reset while parked, so a power-on only has to set registers:
-		// the reset is the costly part of starting a vCPU and would
-		// otherwise sit on the CPU_ON path. A boot's first park
-		// re-initialises the vCPU; a park after the guest's CPU_OFF
-		// only rearms it (rearm says why).
-		reset := v.resetState
-		if parks > 0 {
-			reset = v.rearm
-		}
-		if err := reset(); err != nil {
+	for {
+		if err := v.park(); err != nil {
+			if v.State() == StateRunning {
+				// A failed rearm: the guest ran, so the next boot
+				// must initialise this vCPU again.
+				_ = v.step(EventHalt)
+			}
 			return err
 		}
-		v.parked.Store(true)
 		req, ok := v.box.wait(stop)
-		v.parked.Store(false)
 		if !ok {
-			return nil
+			return v.step(EventStop)
+		}
+		if err := v.step(EventWake); err != nil {
+			return err
 		}
 		v.Woken = time.Now()
-		if err := v.reset(req); err != nil {
-			return err
-		}
-		v.Reset = time.Now()
-		v.LastOn = req
-		if req.Ready != nil {
-			close(req.Ready)
-		}
-		h.Entering(v)
-		v.Entered = time.Now()
-		v.fresh = false
-		next, err := v.runGuest(stop, h)
+		next, err := v.start(req, stop, h)
 		// Where the guest kernel's exception vectors are, for the exit
 		// profile's KASLR offset; read here, on the vCPU's own thread,
 		// before a power-off reset clears it.
@@ -390,9 +378,49 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 			v.vbar.Store(vbar)
 		}
 		if err != nil || next == Halt {
+			if serr := v.step(EventHalt); err == nil {
+				err = serr
+			}
 			return err
 		}
 	}
+}
+
+// park readies the vCPU to wait for a power-on. The reset happens here,
+// while it is parked, so a power-on only has to set registers: the reset
+// is the costly part of starting a vCPU and would otherwise sit on the
+// CPU_ON path. A boot's first park initialises the vCPU (resetState,
+// unless it is still in reset state); a park after the guest's CPU_OFF
+// only rearms it (rearm says why).
+func (v *VCPU) park() error {
+	switch v.State() {
+	case StateRunning:
+		if err := v.rearm(); err != nil {
+			return err
+		}
+		return v.step(EventPowerOff)
+	case StateStopped:
+		if err := v.resetState(); err != nil {
+			return err
+		}
+	}
+	return v.step(EventPark)
+}
+
+// start takes the vCPU from a power-on request into the guest and runs it
+// until its next power-off or halt.
+func (v *VCPU) start(req PowerOnRequest, stop <-chan struct{}, h Handler) (Next, error) {
+	if err := v.reset(req); err != nil {
+		return Halt, err
+	}
+	v.Reset = time.Now()
+	v.LastOn = req
+	if req.Ready != nil {
+		close(req.Ready)
+	}
+	h.Entering(v)
+	v.Entered = time.Now()
+	return v.runGuest(stop, h)
 }
 
 // Reinit puts a vCPU whose loop has ended back in its reset state
@@ -404,8 +432,9 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 func (v *VCPU) Reinit() error { return v.resetState() }
 
 // resetState puts the vCPU in its reset state with KVM_ARM_VCPU_INIT,
-// unless no guest instruction ran since the last one (a vCPU parked for the
-// first time, with only Prewarm's KVM_RUN behind it, which enters no guest).
+// unless no guest instruction ran since the last one (StateReset: a vCPU
+// parked for the first time, with only Prewarm's KVM_RUN behind it, which
+// enters no guest). Only a vCPU whose loop is not running gets here.
 //
 // The init is skipped because on a vCPU that has been in KVM_RUN it is not
 // just a reset: KVM prepares for a rebooted guest that runs with its MMU
@@ -415,14 +444,13 @@ func (v *VCPU) Reinit() error { return v.resetState() }
 // kvm_arch_vcpu_ioctl_vcpu_init). Without the skip, the secondaries' first
 // parks did that while the boot CPU was already running, once per vCPU.
 func (v *VCPU) resetState() error {
-	if v.fresh {
+	if v.State() == StateReset {
 		return nil
 	}
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		return fmt.Errorf("reset vCPU %d: KVM_ARM_VCPU_INIT: %w", v.ID, err)
 	}
-	v.fresh = true
-	return nil
+	return v.step(EventInit)
 }
 
 // reset puts the parked vCPU in its power-on state for req: PC and X0.
@@ -456,8 +484,9 @@ func (v *VCPU) reset(req PowerOnRequest) error {
 // A reboot still re-initialises every vCPU (Loop's first park).
 func (v *VCPU) rearm() error {
 	for _, r := range [...]struct {
-		id, val uint64
-		name    string
+		id   kvm.RegID
+		val  uint64
+		name string
 	}{
 		{kvm.RegPSTATE, v.resetPSTATE, "PSTATE"},
 		{kvm.RegSCTLREL1, v.resetSCTLR, "SCTLR_EL1"},
@@ -516,50 +545,90 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			// the kick landed while this thread was out of KVM_RUN.
 			v.answerInspect()
 		}
-		if errno != 0 {
-			if errno == unix.EINTR || errno == unix.EAGAIN {
-				t1 := clk.now()
-				h.Exited(v, kvm.ExitIntr, -1, t1-t0, v.origin.Add(t1))
-				continue
+		e := &v.exit
+		var a Action
+		if errno == 0 && v.run.ExitReason() == kvm.ExitMMIO {
+			// The hot path, decoded in line: an MMIO exit is
+			// always the Handler's, and its Action never writes a
+			// register (the perf gate's MMIOExit counts every
+			// instruction here).
+			e.Reason, e.Errno = kvm.ExitMMIO, 0
+			e.MMIO.Addr, e.MMIO.Data, e.MMIO.Write = v.run.MMIO()
+			a = h.Exit(v, e)
+		} else {
+			var err error
+			if a, err = v.otherExit(e, errno, h); err != nil {
+				return Halt, err
 			}
-			if errno == unix.ENOSYS {
-				// arm64 KVM's answer to a data abort it cannot emulate:
-				// no valid instruction syndrome (ISV = 0), e.g. a load
-				// pair or a writeback access to an MMIO address.
-				return Halt, v.fault("KVM_RUN failed", "KVM cannot emulate the guest's MMIO access (no instruction syndrome: a load/store pair or writeback to a device address?)")
-			}
-			return Halt, v.fault("KVM_RUN failed", errno.Error())
-		}
-		next := Continue
-		v.ExitKey = -1
-		reason := v.run.ExitReason()
-		switch reason {
-		case kvm.ExitMMIO:
-			addr, data, write := v.run.MMIO()
-			h.MMIO(v, addr, data, write)
-		case kvm.ExitHypercall:
-			nr, flags := v.run.Hypercall()
-			next = h.Hypercall(v, uint32(nr), flags&kvm.HypercallExitSMC != 0)
-		case kvm.ExitSystemEvent:
-			typ, data := v.run.SystemEvent()
-			next = h.SystemEvent(v, typ, data)
-		case kvm.ExitIntr:
-			// A signal arrived with immediate_exit clear.
-		case kvm.ExitFailEntry:
-			r, cpu := v.run.FailEntry()
-			return Halt, v.fault("KVM_EXIT_FAIL_ENTRY", fmt.Sprintf("hardware_entry_failure_reason %#x on host CPU %d", r, cpu))
-		case kvm.ExitInternalError:
-			sub, data := v.run.InternalError()
-			return Halt, v.fault("KVM_EXIT_INTERNAL_ERROR", fmt.Sprintf("suberror %d data %#x", sub, data))
-		default:
-			return Halt, v.fault("unhandled exit", fmt.Sprintf("exit reason %d", reason))
 		}
 		t1 := clk.now()
-		h.Exited(v, reason, v.ExitKey, t1-t0, v.origin.Add(t1))
-		if next != Continue {
-			return next, nil
+		h.Exited(v, e.Reason, a.Key, t1-t0, v.origin.Add(t1))
+		if a.Next != Continue {
+			return a.Next, nil
 		}
 	}
+}
+
+// otherExit decodes and carries out every exit but MMIO: the loop's own
+// (decide) and the Handler's.
+func (v *VCPU) otherExit(e *Exit, errno unix.Errno, h Handler) (Action, error) {
+	if err := v.decode(e, errno); err != nil {
+		return Action{}, err
+	}
+	switch decide(e) {
+	case stepReenter:
+		return Action{Next: Continue, Key: -1}, nil
+	case stepFault:
+		what, detail := faultText(e)
+		return Action{}, v.fault(what, detail)
+	}
+	a := h.Exit(v, e)
+	if a.SetX0 {
+		if err := kvm.SetOneReg(v.fd, kvm.RegX(0), a.X0); err != nil {
+			return Action{}, fmt.Errorf("vCPU %d: write X0 (the result of SMCCC call %#x): %w", v.ID, e.Hypercall.FID, err)
+		}
+	}
+	return a, nil
+}
+
+// decode fills e from KVM_RUN's result errno and the kvm_run page, and for
+// a forwarded call in the PSCI ranges reads its argument registers.
+func (v *VCPU) decode(e *Exit, errno unix.Errno) error {
+	e.Errno = 0
+	if errno == unix.EINTR || errno == unix.EAGAIN {
+		e.Reason = kvm.ExitIntr
+		return nil
+	}
+	if errno != 0 {
+		e.Errno = errno
+		return nil
+	}
+	e.Reason = v.run.ExitReason()
+	switch e.Reason {
+	case kvm.ExitMMIO:
+		e.MMIO.Addr, e.MMIO.Data, e.MMIO.Write = v.run.MMIO()
+	case kvm.ExitHypercall:
+		nr, flags := v.run.Hypercall()
+		fid := uint32(nr)
+		e.At = v.LastExit
+		e.Hypercall = HypercallExit{FID: fid, SMC: flags&kvm.HypercallExitSMC != 0}
+		if psci.InRange(fid) {
+			for i := 1; i <= psci.Args(fid); i++ {
+				x, err := kvm.GetOneReg(v.fd, kvm.RegX(i))
+				if err != nil {
+					return fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err)
+				}
+				e.Hypercall.Args[i-1] = x
+			}
+		}
+	case kvm.ExitSystemEvent:
+		e.SystemEvent.Type, e.SystemEvent.NData = v.run.SystemEvent(&e.SystemEvent.Data)
+	case kvm.ExitFailEntry:
+		e.FailEntry.Reason, e.FailEntry.CPU = v.run.FailEntry()
+	case kvm.ExitInternalError:
+		e.Internal.Suberror, e.Internal.NData = v.run.InternalError(&e.Internal.Data)
+	}
+	return nil
 }
 
 func (v *VCPU) fault(what, detail string) error {

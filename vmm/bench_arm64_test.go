@@ -11,7 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	hkvm "github.com/c35s/hype/kvm"
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/internal/kvm"
@@ -87,7 +86,7 @@ func timeBare(b *testing.B, payload string) float64 {
 // done its first KVM_RUN (immediate exit) and starts at the payload, and
 // an in-kernel vGICv3.
 type bareVM struct {
-	cpu   *hkvm.VCPU
+	cpu   *os.File
 	run   *kvm.Run
 	init  kvm.VCPUInit
 	close func()
@@ -98,7 +97,7 @@ type bareVM struct {
 func (bv *bareVM) runToOff(b *testing.B) int {
 	exits := 0
 	for {
-		if err := hkvm.Run(bv.cpu); err != nil {
+		if err := kvm.RunVCPU(bv.cpu); err != nil {
 			if err == unix.EINTR {
 				continue
 			}
@@ -138,7 +137,7 @@ func newBareVM(b *testing.B, payload string) *bareVM {
 		b.Fatal(err)
 	}
 	closers = append(closers, func() { sys.Close() })
-	vm, err := hkvm.CreateVM(sys)
+	vm, err := kvm.CreateVM(sys)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,23 +148,23 @@ func newBareVM(b *testing.B, payload string) *bareVM {
 	}
 	closers = append(closers, func() { unix.Munmap(mem) })
 	copy(mem, code)
-	if err := hkvm.SetUserMemoryRegion(vm, &hkvm.UserspaceMemoryRegion{GuestPhysAddr: RAMBase, MemorySize: 64 << 20, UserspaceAddr: uint64(uintptrOf(mem))}); err != nil {
+	if err := kvm.SetUserMemoryRegion(vm, 0, RAMBase, 64<<20, uint64(uintptrOf(mem))); err != nil {
 		b.Fatal(err)
 	}
-	init, err := kvm.PreferredTarget(vm.File)
+	init, err := kvm.PreferredTarget(vm)
 	if err != nil {
 		b.Fatal(err)
 	}
 	init.Features[0] |= 1 << kvm.FeaturePSCI02
-	cpu, err := hkvm.CreateVCPU(vm, 0)
+	cpu, err := kvm.CreateVCPU(vm, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	closers = append(closers, func() { cpu.Close() })
-	if err := kvm.InitVCPU(cpu.File, &init); err != nil {
+	if err := kvm.InitVCPU(cpu, &init); err != nil {
 		b.Fatal(err)
 	}
-	gic, err := kvm.CreateDevice(vm.File, kvm.DevTypeARMVGICv3)
+	gic, err := kvm.CreateDevice(vm, kvm.DevTypeARMVGICv3)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -185,7 +184,7 @@ func newBareVM(b *testing.B, payload string) *bareVM {
 			b.Fatal(err)
 		}
 	}
-	run, err := kvm.MapRun(sys, cpu.File)
+	run, err := kvm.MapRun(sys, cpu)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -193,10 +192,10 @@ func newBareVM(b *testing.B, payload string) *bareVM {
 	// mvm does its first KVM_RUN (KVM's one-off set-up) before the guest
 	// starts; do the same outside the timed loop.
 	run.SetImmediateExit(true)
-	hkvm.Run(cpu)
+	kvm.RunVCPU(cpu)
 	run.SetImmediateExit(false)
-	kvm.SetOneReg(cpu.File, kvm.RegPC, RAMBase)
-	kvm.SetOneReg(cpu.File, kvm.RegPSTATE, kvm.PSTATEBoot)
+	kvm.SetOneReg(cpu, kvm.RegPC, RAMBase)
+	kvm.SetOneReg(cpu, kvm.RegPSTATE, kvm.PSTATEBoot)
 	bv.cpu, bv.run, bv.init = cpu, run, init
 	ok = true
 	return bv
@@ -227,21 +226,21 @@ func BenchmarkVCPUOps(b *testing.B) {
 	}
 	b.Run("GetOneReg", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := kvm.GetOneReg(bv.cpu.File, kvm.RegX(1)); err != nil {
+			if _, err := kvm.GetOneReg(bv.cpu, kvm.RegX(1)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("SetOneReg", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if err := kvm.SetOneReg(bv.cpu.File, kvm.RegX(0), uint64(i)); err != nil {
+			if err := kvm.SetOneReg(bv.cpu, kvm.RegX(0), uint64(i)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("VCPUInit", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if err := kvm.InitVCPU(bv.cpu.File, &bv.init); err != nil {
+			if err := kvm.InitVCPU(bv.cpu, &bv.init); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -252,10 +251,10 @@ func BenchmarkVCPUOps(b *testing.B) {
 		var n int
 		var d time.Duration
 		for n < b.N {
-			if err := kvm.InitVCPU(bv.cpu.File, &bv.init); err != nil {
+			if err := kvm.InitVCPU(bv.cpu, &bv.init); err != nil {
 				b.Fatal(err)
 			}
-			if err := kvm.SetOneReg(bv.cpu.File, kvm.RegPC, RAMBase); err != nil {
+			if err := kvm.SetOneReg(bv.cpu, kvm.RegPC, RAMBase); err != nil {
 				b.Fatal(err)
 			}
 			t0 := time.Now()

@@ -7,8 +7,6 @@ import (
 	"os"
 	"runtime"
 
-	hkvm "github.com/c35s/hype/kvm"
-
 	"github.com/mvm-dev/mvm/internal/kvm"
 )
 
@@ -42,31 +40,31 @@ func ProbeHost() HostCaps {
 		return hc
 	}
 	defer sys.Close()
-	add("/dev/kvm", true, fmt.Sprintf("API version %d", hkvm.StableAPIVersion), "")
+	add("/dev/kvm", true, fmt.Sprintf("API version %d", kvm.StableAPIVersion), "")
 	add("arm64 host", arm, runtime.GOARCH, "running guests: mvm boots arm64 guests on arm64 KVM only")
-	max := kvm.CheckExtension(sys, hkvm.CapMaxVCPUs)
+	max := kvm.CheckExtension(sys, kvm.CapMaxVCPUs)
 	add("max vCPUs", max > 0, fmt.Sprint(max), "vCPU count checks (KVM_CAP_MAX_VCPUS)")
-	ipa := kvm.CheckExtension(sys, hkvm.CapARMVMIPASize)
+	ipa := kvm.CheckExtension(sys, kvm.CapARMVMIPASize)
 	add("IPA size", arm && ipa > 0, ipaText(ipa), "guest physical address size above the 40-bit default")
-	stats := kvm.CheckExtension(sys, hkvm.CapBinaryStatsFD) > 0
+	stats := kvm.CheckExtension(sys, kvm.CapBinaryStatsFD) > 0
 	add("binary stats fd", stats, "", "KVM's own per-vCPU counters in --profile (Linux 5.14+)")
 	add("tracefs kvm events", tracefsKVM(), "", "the tracepoint source of --profile (needs tracefs and kvm:kvm_exit)")
 
-	vm, err := hkvm.CreateVM(sys)
+	vm, err := kvm.CreateVM(sys)
 	if err != nil {
 		add("create VM", false, err.Error(), "every VM")
 		return hc
 	}
 	defer vm.Close()
-	v3 := arm && kvm.CanCreateDevice(vm.File, kvm.DevTypeARMVGICv3)
-	v2 := arm && kvm.CanCreateDevice(vm.File, kvm.DevTypeARMVGICv2)
+	v3 := arm && kvm.CanCreateDevice(vm, kvm.DevTypeARMVGICv3)
+	v2 := arm && kvm.CanCreateDevice(vm, kvm.DevTypeARMVGICv2)
 	add("vGICv3", v3, "", "every VM: mvm's platform uses an in-kernel GICv3")
 	add("vGICv2", v2, "", "nothing (mvm uses GICv3)")
-	filter := arm && kvm.HasSMCCCFilter(vm.File)
+	filter := arm && kvm.HasSMCCCFilter(vm)
 	add("SMCCC filter", filter, "", "PSCI in userspace (--psci user) and mvm's CPU_ON timeline; KVM answers PSCI instead (Linux 6.4+)")
-	psci02 := arm && kvm.CheckExtension(sys, hkvm.CapARMPSCI02) > 0
+	psci02 := arm && kvm.CheckExtension(sys, kvm.CapARMPSCI02) > 0
 	add("in-kernel PSCI 0.2+", psci02, "", "--psci kernel")
-	pmu := arm && checkPMU(func(c int) int { return kvm.CheckExtension(sys, hkvm.Cap(c)) }) == nil
+	pmu := arm && checkPMU(func(c kvm.Cap) int { return kvm.CheckExtension(sys, c) }) == nil
 	add("guest PMU (PMUv3)", pmu, "", "--pmu (KVM_CAP_ARM_PMU_V3: the host needs a PMUv3 that its perf drives)")
 	return hc
 }

@@ -102,7 +102,7 @@ type Config struct {
 	ProfilePlain bool
 	// ProfileVia is how the tracepoints are read: "auto" or "" (BPF
 	// programs where the kernel allows them, else perf rings), "bpf" or
-	// "perf" (profile.ViaAuto, ViaBPF, ViaPerf).
+	// "perf" (source.ViaAuto, ViaBPF, ViaPerf in exits/source).
 	ProfileVia string
 	// GuestSymbols is a System.map, /proc/kallsyms dump or vmlinux ELF
 	// of the guest kernel; the profile then names the guest functions

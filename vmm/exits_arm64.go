@@ -3,7 +3,6 @@
 package vmm
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/mvm-dev/mvm/exits/userspace"
@@ -12,8 +11,9 @@ import (
 	"github.com/mvm-dev/mvm/vcpu"
 )
 
-// This file is the VM's side of vCPU exits (vcpu.Handler): device MMIO,
-// PSCI hypercalls, system events and accounting.
+// This file is the VM's side of vCPU exits (vcpu.Handler): what needs the
+// running VM (its vCPUs, timeline and end event); exitCore decides the
+// exits themselves.
 
 // Entering implements vcpu.Handler: a vCPU is about to enter the guest
 // after a power-on.
@@ -41,50 +41,29 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 	}
 }
 
-// MMIO implements vcpu.Handler.
-func (m *VM) MMIO(v *vcpu.VCPU, addr uint64, data []byte, write bool) {
-	if dev, off, idx := m.bus.Lookup(addr); dev != nil {
-		v.ExitKey = m.prof.mmioKey(idx)
-		if write {
-			dev.Write(off, data)
-		} else {
-			dev.Read(off, data)
-		}
-		return
+// Exit implements vcpu.Handler: exitCore decides, and the VM carries out
+// what the vCPU cannot do itself: start another vCPU, end the run.
+func (m *VM) Exit(v *vcpu.VCPU, e *vcpu.Exit) vcpu.Action {
+	if e.Reason == kvm.ExitMMIO {
+		// The hot path: straight to the bus (handle would route it
+		// there too, through an answer with nothing else in it).
+		return m.mmio(v.ID, &e.MMIO, v)
 	}
-	// Nothing here: reads as zero, writes are dropped, the guest goes on.
-	v.ExitKey = int(m.prof.unmapped)
-	m.unmappedCount.Add(1)
-	if !write {
-		clear(data)
-	}
-	if log, filled := m.unmappedSeen.first(addr); log {
-		pc, _ := v.Reg(kvm.RegPC)
-		m.log.Warn("guest accessed an unmapped address (reads return 0; logged once per address)",
-			"vcpu", v.ID, "addr", fmt.Sprintf("%#x", addr), "write", write, "size", len(data), "pc", fmt.Sprintf("%#x", pc))
-		if filled {
-			m.log.Warn("guest accessed many unmapped addresses: further ones are counted (unmapped_accesses), not logged", "logged", maxLoggedKeys)
+	a := m.handle(v.ID, e, v)
+	if a.start.ok {
+		// Posted before the loop writes the caller's X0, so that write
+		// overlaps the target's wake-up instead of preceding it.
+		req := vcpu.PowerOnRequest{Entry: a.start.entry, Context: a.start.context, Exited: e.At, Issued: time.Now()}
+		if !m.cpus[a.start.target].v.PowerOn(req) {
+			// PSCI moved the target OFF -> ON_PENDING just now, so
+			// no request can be queued for it; reaching this is a bug.
+			m.log.Error("CPU_ON: target already has a pending start", "target", a.start.target)
 		}
 	}
-}
-
-// SystemEvent implements vcpu.Handler: KVM's own PSCI (kernel mode) reports
-// SYSTEM_OFF/RESET this way, and a guest crash report arrives here too.
-func (m *VM) SystemEvent(v *vcpu.VCPU, typ uint32, data []uint64) vcpu.Next {
-	v.ExitKey = m.prof.systemEventKey(typ)
-	switch typ {
-	case kvm.SystemEventShutdown:
-		m.end(runsummary.ExitPowerOff, nil)
-	case kvm.SystemEventReset:
-		m.end(runsummary.ExitReset, nil)
-	case kvm.SystemEventCrash:
-		m.end(runsummary.ExitCrash, fmt.Errorf("guest reported a crash on vCPU %d (system event data %#x)", v.ID, data))
-	default:
-		// WAKEUP and SUSPEND: resume the guest, as a VMM that does not
-		// implement system suspend must.
-		return vcpu.Continue
+	if a.end != nil {
+		m.end(a.end.kind, a.end.err)
 	}
-	return vcpu.Halt
+	return a.Action
 }
 
 // Exited implements vcpu.Handler.

@@ -7,8 +7,9 @@ import (
 	"os"
 	"strings"
 
-	hkvm "github.com/c35s/hype/kvm"
 	"golang.org/x/sys/unix"
+
+	"github.com/mvm-dev/mvm/internal/kvm"
 )
 
 // guestRAM is the VM's RAM: one mapping per region, each a KVM memory
@@ -21,7 +22,7 @@ type guestRAM struct {
 	offsets []uint64 // each region's offset in the memfd
 }
 
-func newGuestRAM(vm *hkvm.VM, regions []Region, shared bool) (*guestRAM, error) {
+func newGuestRAM(vm *os.File, regions []Region, shared bool) (*guestRAM, error) {
 	g := &guestRAM{regions: regions, memfd: -1}
 	if shared {
 		var total uint64
@@ -55,13 +56,7 @@ func newGuestRAM(vm *hkvm.VM, regions []Region, shared bool) (*guestRAM, error) 
 			return nil, fmt.Errorf("map %s of guest RAM: %w", FormatSize(r.Size), err)
 		}
 		g.mem = append(g.mem, m)
-		slot := hkvm.UserspaceMemoryRegion{
-			Slot:          uint32(i),
-			GuestPhysAddr: r.Base,
-			MemorySize:    r.Size,
-			UserspaceAddr: uint64(uintptrOf(m)),
-		}
-		if err := hkvm.SetUserMemoryRegion(vm, &slot); err != nil {
+		if err := kvm.SetUserMemoryRegion(vm, uint32(i), r.Base, r.Size, uint64(uintptrOf(m))); err != nil {
 			g.close()
 			return nil, fmt.Errorf("KVM_SET_USER_MEMORY_REGION slot %d at %#x: %w", i, r.Base, err)
 		}

@@ -3,9 +3,8 @@ package vmm
 import (
 	"errors"
 
-	hkvm "github.com/c35s/hype/kvm"
-
 	"github.com/mvm-dev/mvm/internal/fdt"
+	"github.com/mvm-dev/mvm/internal/kvm"
 )
 
 // errNoPMU is the one line --pmu gets on a host without a guest PMU.
@@ -15,8 +14,8 @@ var errNoPMU = errors.New("--pmu: this host's KVM cannot give guests a PMU (no K
 // KVM_CHECK_EXTENSION for a capability number (0 when absent or when the
 // ioctl fails). KVM_CAP_ARM_PMU_V3 is non-zero when the host's KVM can give
 // vCPUs a PMUv3 (the host has a PMUv3 that its perf drives).
-func checkPMU(extension func(capability int) int) error {
-	if extension(int(hkvm.CapARMPMUv3)) <= 0 {
+func checkPMU(extension func(capability kvm.Cap) int) error {
+	if extension(kvm.CapARMPMUv3) <= 0 {
 		return errNoPMU
 	}
 	return nil

@@ -3,6 +3,8 @@ package vmm
 import (
 	"strings"
 	"testing"
+
+	"github.com/mvm-dev/mvm/internal/kvm"
 )
 
 // TestCheckPMU runs the --pmu capability check against fake hosts: the
@@ -23,9 +25,9 @@ func TestCheckPMU(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var asked []int
-			err := checkPMU(func(capability int) int {
-				asked = append(asked, capability)
-				return c.caps[capability]
+			err := checkPMU(func(capability kvm.Cap) int {
+				asked = append(asked, int(capability))
+				return c.caps[int(capability)]
 			})
 			if len(asked) != 1 || asked[0] != kvmCapARMPMUv3 {
 				t.Errorf("asked for capabilities %v, want only KVM_CAP_ARM_PMU_V3 (%d)", asked, kvmCapARMPMUv3)

@@ -11,7 +11,6 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
 	"github.com/mvm-dev/mvm/exits/profile"
-	"github.com/mvm-dev/mvm/exits/tracepoint"
 	"github.com/mvm-dev/mvm/exits/userspace"
 	"github.com/mvm-dev/mvm/internal/kvm"
 	"github.com/mvm-dev/mvm/psci"
@@ -120,17 +119,17 @@ func (p *vmProfile) enable(cfg profile.Config) {
 // profileLayout names the guest-physical ranges for the DABT_LOW/IABT_LOW
 // breakdown: the in-kernel vGIC's distributor and redistributors, mvm's
 // own devices, RAM (stage-2 faults); anything else is "unmapped".
-func profileLayout(ncpu int, bus []devices.Range, ram []Region) tracepoint.Layout {
-	l := tracepoint.Layout{VCPUs: ncpu, Regions: []tracepoint.Region{
+func profileLayout(ncpu int, bus []devices.Range, ram []Region) exits.Layout {
+	l := exits.Layout{VCPUs: ncpu, Regions: []exits.Region{
 		{Name: "gicd", Base: GICDistBase, Size: GICDistSize},
 		{Name: "gicr", Base: GICRedistBase, Size: uint64(ncpu) * GICRedistSize},
 	}}
 	for _, r := range bus {
-		l.Regions = append(l.Regions, tracepoint.Region{Name: r.Name, Base: r.Base, Size: r.Size})
+		l.Regions = append(l.Regions, exits.Region{Name: r.Name, Base: r.Base, Size: r.Size})
 	}
 	for _, r := range ram {
-		l.Regions = append(l.Regions, tracepoint.Region{Name: "ram", Base: r.Base, Size: r.Size})
-		l.RAM = append(l.RAM, tracepoint.Region{Name: "ram", Base: r.Base, Size: r.Size})
+		l.Regions = append(l.Regions, exits.Region{Name: "ram", Base: r.Base, Size: r.Size})
+		l.RAM = append(l.RAM, exits.Region{Name: "ram", Base: r.Base, Size: r.Size})
 	}
 	return l
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	hkvm "github.com/c35s/hype/kvm"
-
 	"github.com/mvm-dev/mvm/devices"
 	"github.com/mvm-dev/mvm/devices/virtio"
 	"github.com/mvm-dev/mvm/internal/kvm"
@@ -103,8 +101,8 @@ func (r ramView) SharedRegions() []virtio.SharedRegion {
 // its interrupt on an irqfd and its queue notifications on ioeventfds,
 // where KVM has them.
 func (m *VM) attachVirtio() error {
-	irqfd := kvm.CheckExtension(m.vm, hkvm.CapIRQFD) > 0
-	ioeventfd := kvm.CheckExtension(m.vm, hkvm.CapIOEventFD) > 0
+	irqfd := kvm.CheckExtension(m.vm, kvm.CapIRQFD) > 0
+	ioeventfd := kvm.CheckExtension(m.vm, kvm.CapIOEventFD) > 0
 	for _, s := range m.virtio {
 		raise, err := m.virtioIRQ(s, irqfd)
 		if err != nil {
@@ -140,8 +138,7 @@ func (m *VM) virtioIRQ(s *virtioSlot, irqfd bool) (func(), error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg := hkvm.IRQFDConfig{Fd: uint32(ev.Fd()), GSI: s.spi}
-		err = hkvm.IRQFD(m.vm, &cfg)
+		err = kvm.IRQFD(m.vm, int(ev.Fd()), s.spi)
 		if err == nil {
 			s.irq = ev
 			return ev.Signal, nil
@@ -151,9 +148,9 @@ func (m *VM) virtioIRQ(s *virtioSlot, irqfd bool) (func(), error) {
 	}
 	intid := SPIFirst + s.spi
 	return func() {
-		err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, intid, true)
+		err := kvm.IRQLine(m.vm, kvm.IRQTypeSPI, 0, intid, true)
 		if err == nil {
-			err = kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, intid, false)
+			err = kvm.IRQLine(m.vm, kvm.IRQTypeSPI, 0, intid, false)
 		}
 		if err != nil {
 			m.log.Warn("raise virtio interrupt", "err", err)

@@ -12,11 +12,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
-
-	hkvm "github.com/c35s/hype/kvm"
 
 	"github.com/mvm-dev/mvm/devices"
 	"github.com/mvm-dev/mvm/exits/profile"
@@ -29,12 +26,16 @@ import (
 
 // VM is one virtual machine.
 type VM struct {
+	// exitCore: the logger, the device bus, PSCI (user mode), the exit
+	// accounting and the guest-misbehaviour counters; the VM's answer
+	// to each vCPU exit.
+	exitCore
+
 	cfg  Config
-	log  *slog.Logger
 	psci runsummary.PSCIMode // resolved: user or kernel
 
 	sys *os.File
-	vm  *hkvm.VM
+	vm  *os.File
 	gic *os.File
 	ram *guestRAM
 
@@ -44,7 +45,6 @@ type VM struct {
 	// input before the host is touched (checkInput).
 	guestSyms *symbols.Table
 
-	bus     devices.Bus
 	uart    devices.ConsoleUART // the 16550 or, with --serial pl011, the PL011
 	marker  *devices.Marker
 	rtc     *devices.PL031
@@ -52,26 +52,13 @@ type VM struct {
 	virtio  []*virtioSlot
 
 	cpus    []*cpuThread
-	pm      *psci.Machine // PSCI user mode only
-	prof    *vmProfile
 	heat    *exitHeat
 	metrics *metricsServer
-
-	unmappedSeen  *logOnce // guest addresses logged
-	unmappedCount atomic.Uint64
-	unknownHVC    *logOnce // SMCCC function IDs logged
-	unknownCount  atomic.Uint64
-	psciRejected  *psciRejects // PSCI calls refused for their arguments
 
 	events chan endEvent // first guest-initiated end of the run
 
 	mu       sync.Mutex
 	timeline Timeline
-}
-
-type endEvent struct {
-	kind runsummary.ExitKind
-	err  error
 }
 
 // cpuThread is the goroutine that owns one vCPU for the VM's life: it creates
@@ -96,18 +83,17 @@ func New(cfg Config) (*VM, error) {
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Now()
 	}
-	m := &VM{cfg: cfg, log: cfg.Logger, events: make(chan endEvent, 1),
-		unmappedSeen: newLogOnce(maxLoggedKeys), unknownHVC: newLogOnce(maxLoggedKeys),
-		psciRejected: newPSCIRejects()}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	m := &VM{exitCore: newExitCore(log), cfg: cfg, events: make(chan endEvent, 1)}
 	// Every vCPU thread sits in KVM_RUN holding a P while its guest runs;
 	// with fewer Ps than vCPUs a goroutine woken for a CPU_ON or a device
 	// waits for the runtime to retake one (up to milliseconds). Enough Ps
 	// keep one idle for it.
 	if want := cfg.CPUs + 2; runtime.GOMAXPROCS(0) < want {
 		runtime.GOMAXPROCS(want)
-	}
-	if m.log == nil {
-		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if err := m.build(); err != nil {
 		m.Close()
@@ -141,15 +127,15 @@ func (m *VM) build() error {
 	if m.sys, err = kvm.Open(); err != nil {
 		return err
 	}
-	if max := kvm.CheckExtension(m.sys, hkvm.CapMaxVCPUs); max > 0 && m.cfg.CPUs > max {
+	if max := kvm.CheckExtension(m.sys, kvm.CapMaxVCPUs); max > 0 && m.cfg.CPUs > max {
 		return fmt.Errorf("--cpus %d is more than this host's KVM allows (KVM_CAP_MAX_VCPUS = %d)", m.cfg.CPUs, max)
 	}
 	if m.cfg.PMU {
-		if err := checkPMU(func(c int) int { return kvm.CheckExtension(m.sys, hkvm.Cap(c)) }); err != nil {
+		if err := checkPMU(func(c kvm.Cap) int { return kvm.CheckExtension(m.sys, c) }); err != nil {
 			return err
 		}
 	}
-	vm, err := hkvm.CreateVM(m.sys)
+	vm, err := kvm.CreateVM(m.sys)
 	if err != nil {
 		return fmt.Errorf("KVM_CREATE_VM: %w", err)
 	}
@@ -242,7 +228,7 @@ func (m *VM) setupProfile() error {
 // setupPSCI resolves the PSCI mode and installs the SMCCC filter for user
 // mode. The filter must be set before any vCPU runs.
 func (m *VM) setupPSCI() error {
-	has := kvm.HasSMCCCFilter(m.vm.File)
+	has := kvm.HasSMCCCFilter(m.vm)
 	switch m.cfg.PSCI {
 	case runsummary.PSCIUser:
 		if !has {
@@ -262,7 +248,7 @@ func (m *VM) setupPSCI() error {
 	}
 	for _, r := range psci.FilterRanges() {
 		f := kvm.SMCCCFilter{Base: r.Base, NrFunctions: r.Count, Action: kvm.SMCCCActionForward}
-		if err := kvm.SetSMCCCFilter(m.vm.File, f); err != nil {
+		if err := kvm.SetSMCCCFilter(m.vm, f); err != nil {
 			return fmt.Errorf("install SMCCC filter %#x+%#x: %w", r.Base, r.Count, err)
 		}
 	}
@@ -272,7 +258,7 @@ func (m *VM) setupPSCI() error {
 // createVCPUs starts one goroutine per vCPU; each creates and initialises
 // its vCPU on its own locked OS thread.
 func (m *VM) createVCPUs() error {
-	target, err := kvm.PreferredTarget(m.vm.File)
+	target, err := kvm.PreferredTarget(m.vm)
 	if err != nil {
 		return fmt.Errorf("KVM_ARM_PREFERRED_TARGET: %w", err)
 	}
@@ -326,7 +312,7 @@ func (m *VM) createVCPUs() error {
 		for i, t := range m.cpus {
 			mpidrs[i] = t.v.MPIDR()
 		}
-		return m.newPSCI(mpidrs)
+		return m.setUserPSCI(mpidrs, m.ram.contains)
 	}
 	return nil
 }
@@ -350,7 +336,7 @@ func (m *VM) onEachVCPU(fn func(*vcpu.VCPU) error) error {
 // createGIC creates the in-kernel vGICv3 with one redistributor region for
 // all vCPUs (Documentation/virt/kvm/devices/arm-vgic-v3.rst).
 func (m *VM) createGIC() error {
-	gic, err := kvm.CreateDevice(m.vm.File, kvm.DevTypeARMVGICv3)
+	gic, err := kvm.CreateDevice(m.vm, kvm.DevTypeARMVGICv3)
 	if err != nil {
 		return fmt.Errorf("create vGICv3: %w (this host's KVM has no GICv3 emulation; mvm needs it)", err)
 	}
@@ -384,7 +370,7 @@ func (m *VM) createDevices() error {
 	m.watcher = newConsoleWatcher(console, append(DefaultConsoleMarkers(), m.cfg.Markers...))
 	// Either UART's line is level-triggered: KVM_IRQ_LINE follows it.
 	uartIRQ := func(level bool) {
-		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+UARTSPI, level); err != nil {
+		if err := kvm.IRQLine(m.vm, kvm.IRQTypeSPI, 0, SPIFirst+UARTSPI, level); err != nil {
 			m.log.Warn("raise UART interrupt", "err", err)
 		}
 	}
@@ -406,7 +392,7 @@ func (m *VM) createDevices() error {
 	})
 	// The PL031's line is level-triggered: KVM_IRQ_LINE follows it.
 	m.rtc = devices.NewPL031(devices.HostClock{}, func(level bool) {
-		if err := kvm.IRQLine(m.vm.File, kvm.IRQTypeSPI, 0, SPIFirst+RTCSPI, level); err != nil {
+		if err := kvm.IRQLine(m.vm, kvm.IRQTypeSPI, 0, SPIFirst+RTCSPI, level); err != nil {
 			m.log.Warn("raise RTC interrupt", "err", err)
 		}
 	})

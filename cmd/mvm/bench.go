@@ -47,6 +47,7 @@ type benchFlags struct {
 	format         string
 	out, jsonOut   string
 	html           string
+	junit          string
 	failOn         float64
 	alpha          float64
 	baseline       string
@@ -122,9 +123,11 @@ measured so far.`,
       --cpus 16,64 --runs 10 --variant "A':cmdline-append=cpuhp.parallel=0" \
       --variant B:kernel=Image.patched,label=parallel
 
-  # CI: fail on a significant slowdown of more than 5%, keep all the data:
+  # CI: fail on a significant slowdown of more than 5%, keep all the data,
+  # and show each phase as a test in the CI's test view (JUnit XML, as
+  # GitLab's artifacts:reports:junit and Jenkins' junit step read it):
   mvm bench --kernel Image.base --initrd initrd.gz --variant B:kernel=Image.new \
-      --runs 10 --fail-on-regression 5 --json bench.json
+      --runs 10 --fail-on-regression 5 --json bench.json --junit boot.xml
 
   # Go benchmark format, then compare with benchstat:
   mvm bench --kernel Image --variant B:memory=2G --format benchstat --out boot.txt
@@ -150,6 +153,7 @@ measured so far.`,
 	fl.StringVarP(&f.out, "out", "o", "-", "write the output here instead of stdout")
 	fl.StringVar(&f.jsonOut, "json", "", "also write the JSON report (every run, the analysis) to this file")
 	fl.StringVar(&f.html, "html", "", "also write an HTML report (every run as a point, medians, deltas, p-values) to this file")
+	fl.StringVar(&f.junit, "junit", "", "also write a JUnit XML report to this file (for GitLab, Jenkins, ...): a test case per variant, vCPU count and phase, failed where --fail-on-regression finds a regression")
 	fl.Float64Var(&f.failOn, "fail-on-regression", 0, "exit 1 when a phase is significantly slower than the baseline by more than `PCT` percent")
 	fl.Float64Var(&f.alpha, "alpha", 0.05, "significance level: a delta counts when its p-value is below it")
 	fl.StringVar(&f.baseline, "baseline", bench.BaselineName, "the variant the others are compared with")
@@ -190,7 +194,7 @@ func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag, checkHost
 	if !slices.Contains([]string{"table", "json", "benchstat"}, f.format) {
 		return usageError{fmt.Errorf("--format %q: use table, json or benchstat", f.format)}
 	}
-	for _, o := range []struct{ flag, path string }{{"--out", f.out}, {"--json", f.jsonOut}, {"--html", f.html}} {
+	for _, o := range []struct{ flag, path string }{{"--out", f.out}, {"--json", f.jsonOut}, {"--html", f.html}, {"--junit", f.junit}} {
 		if err := checkOutput(o.flag, o.path); err != nil {
 			return err
 		}
@@ -416,7 +420,7 @@ func benchFrom(cmd *cobra.Command, f *benchFlags, opt bench.Options) error {
 	var given []string
 	cmd.Flags().Visit(func(fl *pflag.Flag) {
 		switch fl.Name {
-		case "from", "format", "out", "json", "html", "fail-on-regression", "alpha", "baseline", "phases", "log-level":
+		case "from", "format", "out", "json", "html", "junit", "fail-on-regression", "alpha", "baseline", "phases", "log-level":
 		default:
 			given = append(given, "--"+fl.Name)
 		}
@@ -468,6 +472,11 @@ func writeBenchOutputs(cmd *cobra.Command, f *benchFlags, rep *bench.Report) err
 	if f.jsonOut != "" {
 		if err := writeTo(cmd, f.jsonOut, func(w io.Writer) error { return bench.WriteJSON(w, rep) }); err != nil {
 			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	if f.junit != "" {
+		if err := writeTo(cmd, f.junit, func(w io.Writer) error { return bench.WriteJUnit(w, rep) }); err != nil {
+			return fmt.Errorf("--junit: %w", err)
 		}
 	}
 	if f.html != "" {

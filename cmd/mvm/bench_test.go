@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -264,6 +266,41 @@ func TestBenchABRegression(t *testing.T) {
 		if _, code := benchIn(t, c.args...); code != c.code {
 			t.Errorf("%s: exit status %d, want %d", strings.Join(c.args, " "), code, c.code)
 		}
+	}
+
+	// --junit: the same verdict as the exit status, as failed test cases.
+	junit := filepath.Join(t.TempDir(), "boot.xml")
+	if _, code := benchIn(t, "bench", "--from", js, "--fail-on-regression", "10", "--phases", syn, "--junit", junit); code != 1 {
+		t.Errorf("--junit: exit status %d, want 1", code)
+	}
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites struct {
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Cases []struct {
+				Classname string    `xml:"classname,attr"`
+				Name      string    `xml:"name,attr"`
+				Failure   *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(data, &suites); err != nil {
+		t.Fatalf("--junit wrote no XML: %v", err)
+	}
+	var failed []string
+	for _, s := range suites.Suites {
+		for _, c := range s.Cases {
+			if c.Failure != nil {
+				failed = append(failed, c.Classname+" "+c.Name)
+			}
+		}
+	}
+	want := []string{"mvm-bench.slow kernel_to_user 1 vCPU", "mvm-bench.slow total 1 vCPU"}
+	if !slices.Equal(failed, want) || suites.Failures != 2 {
+		t.Errorf("--junit failed cases %q (failures=%d), want %q", failed, suites.Failures, want)
 	}
 }
 

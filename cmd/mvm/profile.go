@@ -17,6 +17,7 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/attach"
 	"github.com/mvm-dev/mvm/exits/render"
+	"github.com/mvm-dev/mvm/exits/source"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -115,7 +116,7 @@ func (f *profileFlags) check(cmd *cobra.Command, args []string) error {
 		return usageError{fmt.Errorf("--duration %v: must not be negative", f.duration)}
 	case f.interval <= 0:
 		return usageError{fmt.Errorf("--interval %v: must be positive", f.interval)}
-	case f.via != attach.ViaAuto && f.via != attach.ViaBPF && f.via != attach.ViaPerf && f.via != attach.ViaBoth:
+	case f.via != source.ViaAuto && f.via != source.ViaBPF && f.via != source.ViaPerf && f.via != source.ViaBoth:
 		return usageError{fmt.Errorf("--tracepoint-via %q: use auto, bpf, perf or both", f.via)}
 	case f.format != "table" && f.format != "json":
 		return usageError{fmt.Errorf("--format %q: use table or json", f.format)}

@@ -63,7 +63,7 @@ func statTotal(t *testing.T, rep *exits.Report, name string) (uint64, bool) {
 	return 0, false
 }
 
-func source(rep *exits.Report, name string) exits.SourceStatus {
+func sourceOf(rep *exits.Report, name string) exits.SourceStatus {
 	for _, s := range rep.Sources {
 		if s.Name == name {
 			return s
@@ -93,13 +93,13 @@ func TestCommandStatsFromCreation(t *testing.T) {
 	if !res.Exited || res.State == nil || res.State.ExitCode() != 0 {
 		t.Fatalf("command: exited %v, state %v", res.Exited, res.State)
 	}
-	if s := source(res.Report, exits.SourceKVMStats); !s.Used {
+	if s := sourceOf(res.Report, exits.SourceKVMStats); !s.Used {
 		t.Fatalf("kvm_stats unused: %s", s.Reason)
 	}
 	if v, ok := statTotal(t, res.Report, "halt_exits"); !ok || v != holderHalts {
 		t.Errorf("vCPU 0 halt_exits %d (found %v), the guest made %d HLT exits", v, ok, holderHalts)
 	}
-	if s := source(res.Report, exits.SourceUserspace); s.Used {
+	if s := sourceOf(res.Report, exits.SourceUserspace); s.Used {
 		t.Error("userspace source claimed for another VMM")
 	}
 }
@@ -122,7 +122,7 @@ func TestPIDDetaches(t *testing.T) {
 	if v, ok := statTotal(t, res.Report, "halt_exits"); !ok || v != 0 {
 		t.Errorf("halt_exits after attaching = %d (found %v), want 0", v, ok)
 	}
-	if s := source(res.Report, exits.SourceTracepoint); s.Used || s.Reason == "" {
+	if s := sourceOf(res.Report, exits.SourceTracepoint); s.Used || s.Reason == "" {
 		t.Errorf("tracepoint source %+v, want not requested", s)
 	}
 	// Still running and still answering.

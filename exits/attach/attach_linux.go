@@ -23,6 +23,7 @@ import (
 	"github.com/mvm-dev/mvm/exits/bpfagg"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
 	"github.com/mvm-dev/mvm/exits/metrics"
+	"github.com/mvm-dev/mvm/exits/source"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
 	"github.com/mvm-dev/mvm/internal/kvmproc"
 )
@@ -57,19 +58,12 @@ type Config struct {
 	// Started, if set, is told the command's PID once it runs (so the
 	// caller can forward signals to it).
 	Started func(pid int)
-	// Via is how tracepoints are read: ViaAuto (BPF when the kernel
-	// allows it, else perf rings), ViaBPF, ViaPerf, or ViaBoth (perf rows
-	// as "tracepoint", BPF counts as "tracepoint_bpf", to cross-check).
+	// Via is how tracepoints are read: source.ViaAuto (BPF when the
+	// kernel allows it, else perf rings), ViaBPF, ViaPerf, or ViaBoth
+	// (perf rows as "tracepoint", BPF counts as "tracepoint_bpf", to
+	// cross-check).
 	Via string
 }
-
-// Tracepoint paths (Config.Via).
-const (
-	ViaAuto = "auto"
-	ViaBPF  = "bpf"
-	ViaPerf = "perf"
-	ViaBoth = "both"
-)
 
 // SourceBPF names the BPF counts in ViaBoth reports.
 const SourceBPF = "tracepoint_bpf"
@@ -129,8 +123,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	switch cfg.Via {
 	case "":
-		cfg.Via = ViaAuto
-	case ViaAuto, ViaBPF, ViaPerf, ViaBoth:
+		cfg.Via = source.ViaAuto
+	case source.ViaAuto, source.ViaBPF, source.ViaPerf, source.ViaBoth:
 	default:
 		return nil, fmt.Errorf("%w: tracepoint path %q (auto, bpf, perf, both)", ErrBadConfig, cfg.Via)
 	}
@@ -148,6 +142,8 @@ type run struct {
 	// waited receives the command's exit (Command mode).
 	waited chan error
 
+	// plan decides between the BPF counters and the perf rings.
+	plan     source.Plan
 	trace    *tracepoint.Profiler
 	traceErr error
 	bpf      *bpfagg.Counter
@@ -173,10 +169,6 @@ type statsFile struct {
 	final *kvmstat.StatsSnapshot
 }
 
-func (r *run) want(src string) bool {
-	return len(r.cfg.Sources) == 0 || slices.Contains(r.cfg.Sources, src)
-}
-
 var errNotAsked = errors.New("not requested (--sources)")
 
 // ringPages is the size of each tracepoint ring in pages: 4 MiB, four
@@ -187,12 +179,15 @@ const ringPages = 1024
 
 func (r *run) run(ctx context.Context) (*Result, error) {
 	r.tidVCPU = map[int]int{}
-	if r.want(exits.SourceTracepoint) && r.cfg.Via != ViaBPF {
+	r.plan = source.Plan{Via: r.cfg.Via}
+	if !source.Wants(r.cfg.Sources, exits.SourceTracepoint) {
+		r.plan.NotAsked, r.traceErr = errNotAsked, errNotAsked
+	} else if r.plan.MayReadPerf() {
+		// Before the process is known: a command's inherited events are
+		// opened before it runs; BPF may replace them (openBPF).
 		r.trace, r.traceErr = tracepoint.New(tracepoint.Config{Tracefs: r.cfg.Tracefs, Logger: r.log, RingPages: ringPages})
-	} else if !r.want(exits.SourceTracepoint) {
-		r.traceErr = errNotAsked
 	}
-	if !r.want(exits.SourceKVMStats) {
+	if !source.Wants(r.cfg.Sources, exits.SourceKVMStats) {
 		r.statsErr = errNotAsked
 	}
 	var err error
@@ -238,32 +233,22 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-// openBPF loads the counting programs for process pid (unless the perf
-// path alone was asked for). With ViaAuto a working BPF path replaces the
-// perf rings; where BPF is refused, the perf rings stay and the reason is
-// kept for the Sources list.
+// openBPF loads the counting programs for process pid if the plan
+// tries BPF, and settles the choice: with ViaAuto a working BPF path
+// replaces the perf rings; where BPF is refused, the perf rings stay and
+// the reason is kept for the Sources list.
 func (r *run) openBPF(pid int) {
-	if !r.want(exits.SourceTracepoint) || r.cfg.Via == ViaPerf {
+	try, bpfErr := r.plan.TryBPF()
+	if !try {
 		return
 	}
-	root := r.cfg.Tracefs
-	var err error
-	if root == "" {
-		env := tracepoint.SystemEnv(true)
-		env.Logger = r.log
-		root, err = tracepoint.ProbeEnv(env)
+	r.bpf, bpfErr = source.OpenBPF(bpfagg.Config{Tracefs: r.cfg.Tracefs, TGID: pid}, r.log)
+	c := r.plan.Decide(bpfErr)
+	r.bpfErr = c.BPFErr
+	if c.Err != nil {
+		r.traceErr = c.Err
 	}
-	if err == nil {
-		r.bpf, err = bpfagg.New(bpfagg.Config{Tracefs: root, TGID: pid})
-	}
-	if err != nil {
-		r.bpfErr = err
-		if r.cfg.Via == ViaBPF {
-			r.traceErr = err
-		}
-		return
-	}
-	if r.cfg.Via == ViaAuto && r.trace != nil {
+	if !c.Perf && r.trace != nil {
 		r.trace.Close()
 		r.trace = nil
 	}
@@ -321,7 +306,7 @@ func (r *run) attachPID(ctx context.Context) error {
 	// Tracepoints first, stats baseline second (and at the end the other
 	// way round), so the tracepoints cover at least the stats' window.
 	defer r.copyStats(k, false)
-	if !r.want(exits.SourceTracepoint) {
+	if r.plan.NotAsked != nil {
 		return nil
 	}
 	// vCPU threads by name, else by the KVM_RUN they sit in; a thread
@@ -564,38 +549,38 @@ func (r *run) report() *exits.Report {
 	r.addStats(rep)
 	switch {
 	case r.trace != nil:
-		tracepoint.AddTo(rep, r.trace.Namer(), r.trace.Aggregator().Snapshot(), r.trace.Aggregator().Details())
+		rep.AddTrace(r.trace.Namer(), r.trace.Aggregator().Snapshot(), r.trace.Aggregator().Details())
 		how := "kvm:kvm_entry and kvm:kvm_exit samples of every thread of the process (perf_event_open per thread)"
 		if r.cmd != nil {
 			how = "kvm:kvm_entry and kvm:kvm_exit samples of the command and every thread it created (perf_event_open, inherited, per CPU)"
 		}
-		if r.bpfErr != nil && r.cfg.Via == ViaAuto {
+		if r.bpfErr != nil && r.cfg.Via == source.ViaAuto {
 			how += "; BPF not used: " + r.bpfErr.Error()
 		}
 		rep.SetSource(exits.SourceTracepoint, how, nil)
-	case r.bpf != nil && r.cfg.Via != ViaBoth:
+	case r.bpf != nil && r.cfg.Via != source.ViaBoth:
 		// fall through to the BPF rows below, as the tracepoint source
 	default:
 		err := r.traceErr
-		if r.bpfErr != nil && r.cfg.Via == ViaAuto {
+		if r.bpfErr != nil && r.cfg.Via == source.ViaAuto {
 			err = fmt.Errorf("%v; BPF: %v", err, r.bpfErr)
 		}
 		rep.SetSource(exits.SourceTracepoint, "", err)
 	}
 	if r.bpf == nil {
-		if r.cfg.Via == ViaBoth {
+		if r.cfg.Via == source.ViaBoth {
 			rep.SetSource(SourceBPF, "", r.bpfErr)
 		}
 		return rep
 	}
 	snap, err := r.bpf.Snapshot(r.vcpuOf)
 	how := r.bpf.Describe()
-	if r.cfg.Via != ViaBoth {
+	if r.cfg.Via != source.ViaBoth {
 		if err != nil {
 			rep.SetSource(exits.SourceTracepoint, "", err)
 			return rep
 		}
-		tracepoint.AddTo(rep, r.bpf.Namer(), snap.VCPUs, snap.Details)
+		rep.AddTrace(r.bpf.Namer(), snap.VCPUs, snap.Details)
 		rep.SetSource(exits.SourceTracepoint, how, nil)
 		return rep
 	}
@@ -603,7 +588,7 @@ func (r *run) report() *exits.Report {
 		rep.SetSource(SourceBPF, "", err)
 		return rep
 	}
-	for _, row := range tracepoint.Rows(r.bpf.Namer(), snap.VCPUs, snap.Details) {
+	for _, row := range exits.TraceRows(r.bpf.Namer(), snap.VCPUs, snap.Details) {
 		row.Source = SourceBPF
 		rep.Rows = append(rep.Rows, row)
 	}
@@ -635,29 +620,26 @@ func (r *run) addStats(rep *exits.Report) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	var rows, cpuRows []exits.StatRow
+	files := make([]source.Stats, 0, len(ids))
 	for _, id := range ids {
 		sf := r.stats[id]
 		after, err := sf.final, error(nil)
 		if after == nil {
 			after, err = sf.f.Snapshot()
 		}
-		if err == nil {
-			var d []kvmstat.StatDelta
-			if d, err = kvmstat.Delta(sf.before, after); err == nil {
-				label := exits.VMVCPU
-				if id >= 0 {
-					label = strconv.Itoa(id)
-					cpuRows = append(cpuRows, kvmstat.Rows(label, d)...)
-				}
-				rows = append(rows, kvmstat.Rows(label, d)...)
-				continue
-			}
+		if err != nil {
+			rep.SetSource(exits.SourceKVMStats, "", err)
+			return
 		}
-		rep.SetSource(exits.SourceKVMStats, "", err)
-		return
+		f := source.Stats{VCPU: exits.VMVCPU, Before: sf.before, After: after}
+		if id >= 0 {
+			f.VCPU = strconv.Itoa(id)
+		}
+		files = append(files, f)
 	}
-	kvmstat.AddTo(rep, append(rows, kvmstat.TotalRows(cpuRows)...))
+	if source.AddStats(rep, files) != nil {
+		return // the source is marked failed
+	}
 	what := "the VMM's own KVM stats files, copied with pidfd_getfd"
 	if r.cmd != nil {
 		what += ", counted from each vCPU's creation"

@@ -3,12 +3,10 @@
 package bpfagg
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -20,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/exits"
-	"github.com/mvm-dev/mvm/exits/hist"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
 )
 
@@ -54,7 +51,7 @@ type Config struct {
 	TGID int
 	// Layout names the guest-physical regions of the DABT_LOW/IABT_LOW
 	// breakdown (empty: another VMM's guest, all "no memory map").
-	Layout tracepoint.Layout
+	Layout exits.Layout
 	// NoBreakdown leaves out the detail events and the histograms: counts
 	// and times per reason only.
 	NoBreakdown bool
@@ -442,7 +439,7 @@ func (c *Counter) addresses() (map[string]map[string][]exits.AddressCount, error
 	counts := map[rowKey]map[uint64]uint64{}
 	more := map[rowKey]uint64{}
 	name := func(sub, key uint64) rowKey {
-		return rowKey{c.namer.ExitName(exits.Arm64ExceptionTrap, sub), tracepoint.KeyName(c.cfg.Layout, key)}
+		return rowKey{c.namer.ExitName(exits.Arm64ExceptionTrap, sub), c.cfg.Layout.KeyName(key)}
 	}
 	var ak struct{ Sub, Key, IPA uint64 }
 	var n uint64
@@ -471,7 +468,7 @@ func (c *Counter) addresses() (map[string]map[string][]exits.AddressCount, error
 		if out[k.reason] == nil {
 			out[k.reason] = map[string][]exits.AddressCount{}
 		}
-		out[k.reason][k.key] = tracepoint.TopAddresses(m, more[k])
+		out[k.reason][k.key] = exits.TopAddresses(m, more[k])
 	}
 	return out, nil
 }
@@ -553,9 +550,9 @@ func (c *Counter) NoteSMC(vcpu int, fid uint32) {
 }
 
 // bounds reads the phase boundaries.
-func (c *Counter) bounds() tracepoint.PhaseBounds {
+func (c *Counter) bounds() exits.PhaseBounds {
 	w := func(off int) uint64 { return c.phaseWord(off).Load() }
-	return tracepoint.PhaseBounds{First: w(gFirst), CPUOn: w(gCPUOn), AllIn: w(gAllIn), User: w(gUser),
+	return exits.PhaseBounds{First: w(gFirst), CPUOn: w(gCPUOn), AllIn: w(gAllIn), User: w(gUser),
 		Mark: w(gMark), FirstUser: w(gFirstUser), VCPUs: c.cfg.Layout.VCPUs}
 }
 
@@ -625,263 +622,6 @@ func (c *Counter) Describe() string {
 // Raw reports whether raw tracepoint programs are in use.
 func (c *Counter) Raw() bool { return c.raw }
 
-// Snapshot is what the maps hold, grouped by vCPU.
-type Snapshot struct {
-	VCPUs []tracepoint.VCPUStats
-	// Details holds the VM-wide latency percentiles per reason and
-	// breakdown row (nil without histograms).
-	Details *tracepoint.Details
-	// HistDropped counts samples left out of the histograms (their map
-	// was full); counts and times do not miss them.
-	HistDropped uint64
-}
-
-// acc is one (thread, reason) in the making.
-type acc struct {
-	rs   tracepoint.ReasonStats
-	rows map[uint64]*tracepoint.RowStats
-}
-
-// histAcc is one VM-wide (reason, key) histogram pair in the making.
-type histAcc struct {
-	guest, handle []uint64
-	rs            tracepoint.ReasonStats // sums, minima, maxima
-}
-
-// Snapshot reads the maps and groups them by vCPU with vcpuOf (thread id
-// -> vCPU; ok false gathers the thread under vCPU -1), in the form of the
-// perf_event path's aggregate. Each thread's exit still waiting for its
-// next entry is counted with its guest time, as the perf path flushes it.
-// While the threads run, a thread's numbers can trail by the exit it is
-// handling.
-func (c *Counter) Snapshot(vcpuOf func(tid int) (int, bool)) (*Snapshot, error) {
-	byTID := map[uint32]map[string]*acc{}
-	hists := map[histKey]*histAcc{}
-	var perPhase [tracepoint.NumPhases]map[string]tracepoint.PhaseTotals
-	var bounds tracepoint.PhaseBounds
-	if c.phaseMem != nil {
-		bounds = c.bounds()
-	}
-	get := func(tid uint32, k histKey) (*acc, uint64) {
-		name := c.namer.ExitName(k.Code, k.Sub)
-		m, ok := byTID[tid]
-		if !ok {
-			m = map[string]*acc{}
-			byTID[tid] = m
-		}
-		a, ok := m[name]
-		if !ok {
-			a = &acc{rs: tracepoint.ReasonStats{Reason: name}, rows: map[uint64]*tracepoint.RowStats{}}
-			m[name] = a
-		}
-		key := k.Detail
-		if key>>56 == tracepoint.ClassSys && key&sysESRMark != 0 {
-			key = tracepoint.SysRegKeyFromESR(key)
-		}
-		return a, key
-	}
-	add := func(tid uint32, phase uint32, k histKey, v rowValue) {
-		a, key := get(tid, k)
-		if c.phaseMem != nil && phase < tracepoint.NumPhases {
-			if perPhase[phase] == nil {
-				perPhase[phase] = map[string]tracepoint.PhaseTotals{}
-			}
-			t := perPhase[phase][a.rs.Reason]
-			t.Count += v.Count
-			t.GuestNS += v.GuestSum
-			t.HandleNS += v.HandleSum
-			perPhase[phase][a.rs.Reason] = t
-		}
-		rv := tracepoint.ReasonStats{Count: v.Count,
-			GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, GuestMinNS: v.GuestMin, GuestMaxNS: v.GuestMax,
-			HandleCount: v.HandleCount, HandleSumNS: v.HandleSum, HandleMinNS: v.HandleMin, HandleMaxNS: v.HandleMax}
-		a.rs.Merge(&rv)
-		if c.hists != nil {
-			h := hists[histKey{k.Code, k.Sub, key}]
-			if h == nil {
-				h = &histAcc{guest: make([]uint64, hist.NumBuckets), handle: make([]uint64, hist.NumBuckets)}
-				hists[histKey{k.Code, k.Sub, key}] = h
-			}
-			h.rs.Merge(&rv)
-		}
-		if tracepoint.BreakdownClass(c.namer, k.Code, k.Sub) == 0 || c.cfg.NoBreakdown {
-			return
-		}
-		r := a.rows[key]
-		if r == nil {
-			r = &tracepoint.RowStats{}
-			a.rows[key] = r
-		}
-		r.Merge(&tracepoint.RowStats{Count: v.Count, GuestCount: v.GuestCount, GuestSumNS: v.GuestSum, HandleCount: v.HandleCount, HandleSumNS: v.HandleSum})
-	}
-	var rk rowKey
-	var rv rowValue
-	it := c.rows.Iterate()
-	for it.Next(&rk, &rv) {
-		add(rk.TID, rk.Phase, histKey{rk.Code, rk.Sub, rk.Detail}, rv)
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read the BPF row map: %w", err)
-	}
-	entries := map[uint32]uint64{}
-	var lost, histDropped uint64
-	var pending []struct {
-		tid  uint32
-		k    histKey
-		hist uint64
-	}
-	err := c.eachState(func(tid uint32, st threadState) {
-		entries[tid] += st.Entries
-		lost += st.Drops
-		histDropped += st.HistDrops
-		if st.OPhase != 0 {
-			add(tid, uint32(st.OPhase-1), histKey{st.OCode, st.OSub, st.ODetail}, st.ORow)
-		}
-		if st.Exit == 0 {
-			return
-		}
-		v := rowValue{Count: 1}
-		if st.HasGuest != 0 {
-			v.GuestSum, v.GuestCount, v.GuestMin, v.GuestMax = st.Guest, 1, st.Guest, st.Guest
-		}
-		k := histKey{st.Code, st.Sub, st.Detail}
-		add(tid, uint32(bounds.PhaseOf(st.Exit)), k, v)
-		if st.HasGuest != 0 {
-			pending = append(pending, struct {
-				tid  uint32
-				k    histKey
-				hist uint64
-			}{tid, k, st.Guest})
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	snap := &Snapshot{HistDropped: histDropped}
-	if c.hists != nil {
-		// addBuckets adds a histogram value's buckets to its pair.
-		addBuckets := func(hk histKey, buckets *[2 * hist.NumBuckets]uint64) {
-			key := hk.Detail
-			if key>>56 == tracepoint.ClassSys && key&sysESRMark != 0 {
-				key = tracepoint.SysRegKeyFromESR(key)
-			}
-			h := hists[histKey{hk.Code, hk.Sub, key}]
-			if h == nil {
-				return // a row not read (it appeared after the row map was)
-			}
-			for i := range hist.NumBuckets {
-				h.guest[i] += buckets[2*i]
-				h.handle[i] += buckets[2*i+1]
-			}
-		}
-		var buckets [2 * hist.NumBuckets]uint64
-		var hk histKey
-		it = c.hists.Iterate()
-		for it.Next(&hk, &buckets) {
-			addBuckets(hk, &buckets)
-		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read the BPF histogram map: %w", err)
-		}
-		if c.histSlots != nil {
-			var slot uint32
-			var v struct {
-				Owner   uint64
-				Buckets [2 * hist.NumBuckets]uint64
-			}
-			it = c.histSlots.Iterate()
-			for it.Next(&slot, &v) {
-				if v.Owner != 0 {
-					addBuckets(unpackHistKey(v.Owner), &v.Buckets)
-				}
-			}
-			if err := it.Err(); err != nil {
-				return nil, fmt.Errorf("read the BPF histogram slot map: %w", err)
-			}
-		}
-		for _, p := range pending {
-			_, key := get(p.tid, p.k)
-			if h := hists[histKey{p.k.Code, p.k.Sub, key}]; h != nil {
-				h.guest[hist.Index(p.hist)]++
-			}
-		}
-		snap.Details = c.details(hists)
-		if c.addrs != nil {
-			if snap.Details.Addresses, err = c.addresses(); err != nil {
-				return nil, err
-			}
-		}
-		if c.phaseMem != nil {
-			snap.Details.Phases, snap.Details.Userspace = tracepoint.PhaseReport(bounds, perPhase)
-			snap.Details.FirstNS = bounds.First
-		}
-	}
-	byVCPU := map[int]*tracepoint.VCPUStats{}
-	reasons := map[int]map[string]*acc{}
-	vcpu := func(tid uint32) int {
-		v, ok := vcpuOf(int(tid))
-		if !ok {
-			v = -1
-		}
-		if _, ok := byVCPU[v]; !ok {
-			byVCPU[v] = &tracepoint.VCPUStats{VCPU: v}
-			reasons[v] = map[string]*acc{}
-		}
-		return v
-	}
-	for tid, m := range byTID {
-		v := vcpu(tid)
-		for name, a := range m {
-			into := reasons[v][name]
-			if into == nil {
-				into = &acc{rs: tracepoint.ReasonStats{Reason: name}, rows: map[uint64]*tracepoint.RowStats{}}
-				reasons[v][name] = into
-			}
-			into.rs.Merge(&a.rs)
-			for k, r := range a.rows {
-				x := into.rows[k]
-				if x == nil {
-					x = &tracepoint.RowStats{}
-					into.rows[k] = x
-				}
-				x.Merge(r)
-			}
-		}
-	}
-	for tid, n := range entries {
-		byVCPU[vcpu(tid)].Entries += n
-	}
-	if lost > 0 {
-		// Rows the full map could not take: every count is a lower bound.
-		byVCPU[vcpu(0)].Lost += lost
-	}
-	ids := make([]int, 0, len(byVCPU))
-	for id := range byVCPU {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		v := *byVCPU[id]
-		for _, a := range reasons[id] {
-			r := a.rs
-			for k, row := range a.rows {
-				x := *row
-				x.Key = tracepoint.KeyName(c.cfg.Layout, k)
-				r.Breakdown = mergeRow(r.Breakdown, x)
-			}
-			slices.SortFunc(r.Breakdown, func(x, y tracepoint.RowStats) int {
-				return cmp.Or(cmp.Compare(y.Count, x.Count), cmp.Compare(x.Key, y.Key))
-			})
-			v.Reasons = append(v.Reasons, r)
-		}
-		slices.SortFunc(v.Reasons, func(a, b tracepoint.ReasonStats) int {
-			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason))
-		})
-		snap.VCPUs = append(snap.VCPUs, v)
-	}
-	return snap, nil
-}
-
 // Live reads a Counter's maps whenever asked, as a metrics scrape does
 // (a live tracepoint aggregate, like the perf path's Aggregator).
 type Live struct {
@@ -892,7 +632,7 @@ type Live struct {
 }
 
 // Snapshot reads the maps now (nil when they cannot be read).
-func (l Live) Snapshot() []tracepoint.VCPUStats {
+func (l Live) Snapshot() []exits.VCPUStats {
 	s, err := l.Counter.Snapshot(l.VCPUOf)
 	if err != nil {
 		log := l.Logger
@@ -903,69 +643,6 @@ func (l Live) Snapshot() []tracepoint.VCPUStats {
 		return nil
 	}
 	return s.VCPUs
-}
-
-// mergeRow adds r to the row of the same name (two keys can share a name,
-// as regions of one device do).
-func mergeRow(rows []tracepoint.RowStats, r tracepoint.RowStats) []tracepoint.RowStats {
-	for i := range rows {
-		if rows[i].Key == r.Key {
-			rows[i].Merge(&r)
-			return rows
-		}
-	}
-	return append(rows, r)
-}
-
-// details turns the VM-wide histograms into percentiles per reason and
-// breakdown row.
-func (c *Counter) details(hists map[histKey]*histAcc) *tracepoint.Details {
-	d := &tracepoint.Details{Latency: map[string]*exits.Latency{}, RowLatency: map[string]map[string]*exits.Latency{}}
-	type pair struct{ guest, handle *hist.H }
-	byReason := map[string]*pair{}
-	byRow := map[string]map[string]*pair{}
-	mk := func(h *histAcc) *pair {
-		g, _ := hist.FromBuckets(h.guest, h.rs.GuestSumNS, h.rs.GuestMinNS, h.rs.GuestMaxNS)
-		hh, _ := hist.FromBuckets(h.handle, h.rs.HandleSumNS, h.rs.HandleMinNS, h.rs.HandleMaxNS)
-		return &pair{g, hh}
-	}
-	for k, h := range hists {
-		name := c.namer.ExitName(k.Code, k.Sub)
-		p := mk(h)
-		if byReason[name] == nil {
-			byReason[name] = &pair{&hist.H{}, &hist.H{}}
-		}
-		byReason[name].guest.Merge(p.guest)
-		byReason[name].handle.Merge(p.handle)
-		if tracepoint.BreakdownClass(c.namer, k.Code, k.Sub) == 0 {
-			continue
-		}
-		if byRow[name] == nil {
-			byRow[name] = map[string]*pair{}
-		}
-		key := tracepoint.KeyName(c.cfg.Layout, k.Detail)
-		if byRow[name][key] == nil {
-			byRow[name][key] = &pair{&hist.H{}, &hist.H{}}
-		}
-		byRow[name][key].guest.Merge(p.guest)
-		byRow[name][key].handle.Merge(p.handle)
-	}
-	pct := func(p *pair) *exits.Latency {
-		q := func(h *hist.H) exits.Percentiles {
-			return exits.Percentiles{P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), Max: h.Max()}
-		}
-		return &exits.Latency{Guest: q(p.guest), Handle: q(p.handle)}
-	}
-	for name, p := range byReason {
-		d.Latency[name] = pct(p)
-	}
-	for name, m := range byRow {
-		d.RowLatency[name] = map[string]*exits.Latency{}
-		for key, p := range m {
-			d.RowLatency[name][key] = pct(p)
-		}
-	}
-	return d
 }
 
 // Close detaches the programs and frees the maps.

@@ -122,9 +122,9 @@ func testProgramsAccount(t *testing.T, slots, hbits int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ram := tracepoint.Region{Name: "ram", Base: 0x4000_0000, Size: 0x1000_0000}
-	layout := tracepoint.Layout{VCPUs: 2, RAM: []tracepoint.Region{ram},
-		Regions: []tracepoint.Region{{Name: "gicd", Base: 0x800_0000, Size: 0x1_0000}, {Name: "uart", Base: 0x900_0000, Size: 0x1000}, ram}}
+	ram := exits.Region{Name: "ram", Base: 0x4000_0000, Size: 0x1000_0000}
+	layout := exits.Layout{VCPUs: 2, RAM: []exits.Region{ram},
+		Regions: []exits.Region{{Name: "gicd", Base: 0x800_0000, Size: 0x1_0000}, {Name: "uart", Base: 0x900_0000, Size: 0x1000}, ram}}
 	tid := unix.Gettid()
 	// This thread plays vCPU 1, a secondary.
 	c := &Counter{cfg: Config{TGID: os.Getpid(), Layout: layout, TIDs: []int{tid + 1, tid}}, namer: namer}
@@ -176,7 +176,7 @@ func testProgramsAccount(t *testing.T, slots, hbits int) {
 		}
 	}
 	agg := tracepoint.NewAggregator(namer)
-	agg.Configure(layout)
+	agg.Configure(layout, tracepoint.Options{})
 	agg.SetVCPU(tid, 1)
 	var evs []tracepoint.Event
 	now := uint64(1000)
@@ -221,7 +221,7 @@ func testProgramsAccount(t *testing.T, slots, hbits int) {
 	entry()
 	// More distinct UART addresses than a row keeps (the first of them
 	// seen already), one of them twice.
-	for i := range uint64(tracepoint.MaxAddrsPerRow + 3) {
+	for i := range uint64(exits.MaxAddrsPerRow + 3) {
 		for range 1 + i/20 {
 			exit(2, 0x24)
 			det(detailFault, tracepoint.DetailFault, 0x900_0004+4*i, 0x1234, 0, 0, 0x900_0004+4*i)
@@ -253,18 +253,18 @@ func testProgramsAccount(t *testing.T, slots, hbits int) {
 	det(detailSysESR, tracepoint.DetailSysRegESR, esr, esr)
 	agg.Add(evs)
 	agg.Flush()
-	want := tracepoint.Total(agg.Snapshot())
+	want := exits.Total(agg.Snapshot())
 
 	snap, err := c.Snapshot(func(int) (int, bool) { return 0, true })
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := tracepoint.Total(snap.VCPUs)
+	got := exits.Total(snap.VCPUs)
 	if got.Entries != want.Entries || got.Exits() != want.Exits() {
 		t.Errorf("BPF entries %d exits %d, perf path %d and %d", got.Entries, got.Exits(), want.Entries, want.Exits())
 	}
 	for _, w := range want.Reasons {
-		var g *tracepoint.ReasonStats
+		var g *exits.ReasonStats
 		for i := range got.Reasons {
 			if got.Reasons[i].Reason == w.Reason {
 				g = &got.Reasons[i]
@@ -377,7 +377,7 @@ func TestSecondariesPhase(t *testing.T) {
 		}
 	}()
 	b := <-tidB
-	c := &Counter{cfg: Config{TGID: os.Getpid(), Layout: tracepoint.Layout{VCPUs: 2}, TIDs: []int{unix.Gettid(), b}}, namer: namer}
+	c := &Counter{cfg: Config{TGID: os.Getpid(), Layout: exits.Layout{VCPUs: 2}, TIDs: []int{unix.Gettid(), b}}, namer: namer}
 	defer c.Close()
 	mk := func(key, val, n uint32, typ ebpf.MapType) *ebpf.Map {
 		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: typ, KeySize: key, ValueSize: val, MaxEntries: n})
@@ -477,7 +477,7 @@ func TestClaimSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := tracepoint.Total(snap.VCPUs)
+	got := exits.Total(snap.VCPUs)
 	want := map[string]uint64{"WFx": 5, "IRQ": 1}
 	if got.Entries != 7 || got.Exits() != 6 || len(got.Reasons) != 2 {
 		t.Errorf("counts %+v, want 7 entries and 6 exits: %v", got, want)

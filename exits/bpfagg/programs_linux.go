@@ -55,7 +55,7 @@ const (
 
 // The phase map's one value (an mmap-able array, so the VMM sets the
 // marker without a bpf call): the boot phase boundaries of
-// tracepoint.PhaseBounds, on bpf_ktime_get_ns's clock (CLOCK_MONOTONIC),
+// exits.PhaseBounds, on bpf_ktime_get_ns's clock (CLOCK_MONOTONIC),
 // 0 until seen.
 const (
 	gFirst     = 0  // the first kvm_entry
@@ -68,6 +68,19 @@ const (
 	gVCPUs     = 56 // the number of vCPUs (set by New)
 	phaseSize  = 64
 )
+
+// boundOffset is where the phase map keeps boundary b.
+func boundOffset(b exits.Bound) int16 {
+	switch b {
+	case exits.BoundCPUOn:
+		return gCPUOn
+	case exits.BoundAllIn:
+		return gAllIn
+	case exits.BoundUser:
+		return gUser
+	}
+	panic(fmt.Sprintf("bpfagg: no phase map word for boundary %d", b))
+}
 
 // Row value (row map, keyed by rowKey): one (thread, reason, key)'s
 // numbers. Only the key's thread writes it, one CPU at a time, so plain
@@ -136,7 +149,7 @@ type progEnv struct {
 	// addrFD and addrRowFD are the device address maps (0: none).
 	addrFD, addrRowFD   int
 	code, sub           arg
-	regions             []tracepoint.Region
+	regions             []exits.Region
 	detailArg           map[detailKind]arg
 	breakdown, histsOff bool
 	// phases: keep the boot phases (phaseFD, the exit's PC at pc, guest
@@ -144,7 +157,7 @@ type progEnv struct {
 	phases  bool
 	phaseFD int
 	pc      arg
-	ram     []tracepoint.Region
+	ram     []exits.Region
 	// smcFD is the SMC note map (0: none): per vCPU, the SMCCC function
 	// ID | 1<<32 of the SMC the VMM is handling (KVM has no tracepoint
 	// for an SMC's X0).
@@ -368,27 +381,25 @@ func (e *progEnv) account(withHandle bool, label string) asm.Instructions {
 	}
 	if e.phases {
 		// The exit's phase from its time and the bounds seen so far, as
-		// tracepoint.PhaseBounds.PhaseOf (the phase map's value in R6).
+		// exits.PhaseBounds.PhaseOf, from the same list of phase starts
+		// (the phase map's value in R6).
 		insns = append(insns, asm.LoadMem(asm.R1, asm.R7, sExit, asm.DWord))
-		for _, b := range []struct {
-			off   int16
-			phase int32
-		}{{gUser, 3}, {gAllIn, 2}, {gCPUOn, 1}} {
-			next := fmt.Sprintf("%s_ph%d", label, b.phase)
+		for _, b := range exits.PhaseStarts() {
+			next := fmt.Sprintf("%s_ph%d", label, b.Phase)
 			insns = append(insns,
-				asm.Mov.Imm(asm.R2, b.phase),
-				asm.LoadMem(asm.R3, asm.R6, b.off, asm.DWord),
+				asm.Mov.Imm(asm.R2, int32(b.Phase)),
+				asm.LoadMem(asm.R3, asm.R6, boundOffset(b.Bound), asm.DWord),
 				asm.JEq.Imm(asm.R3, 0, next),
 				asm.JGE.Reg(asm.R1, asm.R3, label+"_phset"),
 				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(next),
 			)
 		}
-		// Before any bound: boot_to_smp, or kernel_to_user with one vCPU.
+		// Before any bound: exits.PhaseBeforeBounds of the vCPU count.
 		insns = append(insns,
-			asm.Mov.Imm(asm.R2, 2),
+			asm.Mov.Imm(asm.R2, int32(exits.PhaseBeforeBounds(1))),
 			asm.LoadMem(asm.R3, asm.R6, gVCPUs, asm.DWord),
 			asm.JEq.Imm(asm.R3, 1, label+"_phset"),
-			asm.Mov.Imm(asm.R2, 0),
+			asm.Mov.Imm(asm.R2, int32(exits.PhaseBeforeBounds(2))),
 			asm.StoreMem(asm.R10, offKey+4, asm.R2, asm.Word).WithSymbol(label+"_phset"),
 		)
 	}
@@ -674,7 +685,8 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 		asm.StoreMem(asm.R7, sClass, asm.R3, asm.DWord),
 	)
 	if e.breakdown {
-		// R1 = code, R2 = sub: the classes of tracepoint.BreakdownClass.
+		// R1 = code, R2 = sub: the classes of exits.BreakdownClass,
+		// from the same list.
 		insns = append(insns, asm.JNE.Imm(asm.R1, exits.Arm64ExceptionTrap, "classed"))
 		if e.raw {
 			// With the SError bit handle_exit handles no trap, so no
@@ -684,15 +696,11 @@ func (e *progEnv) exitProgram() (asm.Instructions, error) {
 				asm.JNE.Imm(asm.R3, 0, "classed"),
 			)
 		}
-		for _, c := range []struct {
-			ec    int32
-			class uint64
-		}{{0x18, tracepoint.ClassSys}, {0x20, tracepoint.ClassDev}, {0x24, tracepoint.ClassDev},
-			{0x16, tracepoint.ClassFunc}, {0x17, tracepoint.ClassFunc}, {0x01, tracepoint.ClassWFx}} {
-			lbl := fmt.Sprintf("ec%d", c.ec)
+		for _, c := range exits.Arm64BreakdownClasses() {
+			lbl := fmt.Sprintf("ec%d", c.EC)
 			insns = append(insns,
-				asm.JNE.Imm(asm.R2, c.ec, lbl),
-				asm.Mov.Imm(asm.R3, int32(c.class)),
+				asm.JNE.Imm(asm.R2, int32(c.EC), lbl),
+				asm.Mov.Imm(asm.R3, int32(c.Class)),
 				asm.StoreMem(asm.R7, sClass, asm.R3, asm.DWord),
 				asm.Ja.Label("classed"),
 				asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(lbl),
@@ -737,7 +745,7 @@ func (e *progEnv) sysKeyFromESR() asm.Instructions {
 	ksym.Src = asm.R3 // BPF_PSEUDO_BTF_ID
 	return asm.Instructions{
 		asm.LoadMem(asm.R1, asm.R7, sClass, asm.DWord),
-		asm.JNE.Imm(asm.R1, int32(tracepoint.ClassSys), "noesr"),
+		asm.JNE.Imm(asm.R1, int32(exits.ClassSys), "noesr"),
 		asm.LoadMem(asm.R1, asm.R7, sDetail, asm.DWord),
 		asm.JNE.Imm(asm.R1, 0, "noesr"),
 		ksym,
@@ -750,7 +758,7 @@ func (e *progEnv) sysKeyFromESR() asm.Instructions {
 		{OpCode: asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call), Src: asm.PseudoKfuncCall, Constant: int64(e.esr.castID)},
 		asm.LoadMem(asm.R2, asm.R0, int16(e.esr.off), asm.DWord),
 		asm.And.Imm(asm.R2, 0x1ff_ffff),
-		asm.LoadImm(asm.R3, int64(tracepoint.ClassSys<<56|sysESRMark), asm.DWord),
+		asm.LoadImm(asm.R3, int64(exits.ClassSys<<56|sysESRMark), asm.DWord),
 		asm.Or.Reg(asm.R2, asm.R3),
 		asm.StoreMem(asm.R7, sDetail, asm.R2, asm.DWord),
 		asm.Mov.Reg(asm.R0, asm.R0).WithSymbol("noesr"),
@@ -826,7 +834,7 @@ func (e *progEnv) entryProgram() asm.Instructions {
 func (e *progEnv) smcNote() asm.Instructions {
 	insns := asm.Instructions{
 		asm.LoadMem(asm.R1, asm.R7, sClass, asm.DWord),
-		asm.JNE.Imm(asm.R1, int32(tracepoint.ClassFunc), "nonote"),
+		asm.JNE.Imm(asm.R1, int32(exits.ClassFunc), "nonote"),
 		asm.LoadMem(asm.R1, asm.R7, sDetail, asm.DWord),
 		asm.JNE.Imm(asm.R1, 0, "nonote"),
 		asm.LoadMem(asm.R1, asm.R7, sVCPU, asm.DWord),
@@ -843,7 +851,7 @@ func (e *progEnv) smcNote() asm.Instructions {
 		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
 		asm.LSh.Imm(asm.R2, 32),
 		asm.RSh.Imm(asm.R2, 32),
-		asm.LoadImm(asm.R3, int64(tracepoint.ClassFunc<<56), asm.DWord),
+		asm.LoadImm(asm.R3, int64(exits.ClassFunc<<56), asm.DWord),
 		asm.Or.Reg(asm.R3, asm.R2),
 		asm.StoreMem(asm.R7, sDetail, asm.R3, asm.DWord),
 	)
@@ -899,8 +907,8 @@ func (e *progEnv) noteEntry() asm.Instructions {
 // breakdown key, if the exit is of the event's class and has none yet.
 func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
 	a := e.detailArg[kind]
-	class := map[detailKind]uint64{detailWFx: tracepoint.ClassWFx, detailHVC: tracepoint.ClassFunc,
-		detailSysESR: tracepoint.ClassSys, detailFault: tracepoint.ClassDev}[kind]
+	class := map[detailKind]uint64{detailWFx: exits.ClassWFx, detailHVC: exits.ClassFunc,
+		detailSysESR: exits.ClassSys, detailFault: exits.ClassDev}[kind]
 	insns := filterTGID(e.tgid)
 	insns = append(insns, e.state(false)...)
 	insns = append(insns,
@@ -947,7 +955,7 @@ func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
 		insns = append(insns, asm.And.Imm(asm.R2, 0x1ff_ffff), asm.LoadImm(asm.R3, sysESRMark, asm.DWord), asm.Or.Reg(asm.R2, asm.R3))
 	case detailFault:
 		// The region index of the IPA, unrolled over the layout.
-		insns = append(insns, asm.Mov.Reg(asm.R4, asm.R2), asm.LoadImm(asm.R2, tracepoint.DevUnmapped, asm.DWord))
+		insns = append(insns, asm.Mov.Reg(asm.R4, asm.R2), asm.LoadImm(asm.R2, exits.DevUnmapped, asm.DWord))
 		for i, r := range e.regions {
 			hit, next := fmt.Sprintf("reg%d_hit", i), fmt.Sprintf("reg%d", i)
 			insns = append(insns, inRegion(asm.R4, asm.R3, asm.R5, r, hit, next)...)
@@ -976,7 +984,7 @@ func (e *progEnv) detailProgram(kind detailKind) (asm.Instructions, error) {
 // Device addresses (the addr map, keyed by {sub, key, ipa}: a u64 count;
 // the addr row map, keyed by {sub, key}: distinct addresses kept and
 // exits at addresses past them), as the perf path's Aggregator keeps
-// them: the first tracepoint.MaxAddrsPerRow distinct IPAs of each device row.
+// them: the first exits.MaxAddrsPerRow distinct IPAs of each device row.
 const (
 	offAddrKey = offState - 24 // {sub, key, ipa}; its first 16 bytes are the addr row key
 	offAddrOne = offAddrKey - 8
@@ -1009,7 +1017,7 @@ func (e *progEnv) countAddress() asm.Instructions {
 	for range 3 {
 		insns = append(insns,
 			asm.LoadMem(asm.R0, asm.R8, 0, asm.DWord),
-			asm.JGE.Imm(asm.R0, tracepoint.MaxAddrsPerRow, "addrmore"),
+			asm.JGE.Imm(asm.R0, exits.MaxAddrsPerRow, "addrmore"),
 			asm.Mov.Reg(asm.R9, asm.R0),
 			asm.Mov.Reg(asm.R1, asm.R0),
 			asm.Add.Imm(asm.R1, 1),
@@ -1049,7 +1057,7 @@ func (e *progEnv) countAddress() asm.Instructions {
 
 // inRegion jumps to hit if v lies in r, to miss if below it, and falls
 // through if above (tmp and bound are scratch).
-func inRegion(v, tmp, bound asm.Register, r tracepoint.Region, hit, miss string) asm.Instructions {
+func inRegion(v, tmp, bound asm.Register, r exits.Region, hit, miss string) asm.Instructions {
 	return asm.Instructions{
 		asm.Mov.Reg(tmp, v),
 		asm.LoadImm(bound, int64(r.Base), asm.DWord),

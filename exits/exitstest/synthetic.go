@@ -68,6 +68,6 @@ func Report() *exits.Report {
 	rep := &exits.Report{DurationNS: 12_000}
 	userspace.AddTo(rep, []userspace.RecorderSnapshot{r0.Snapshot(), r1.Snapshot()})
 	kvmstat.AddTo(rep, stats)
-	tracepoint.AddTo(rep, exits.Arm64Namer{}, a.Snapshot(), nil)
+	rep.AddTrace(exits.Arm64Namer{}, a.Snapshot(), nil)
 	return rep
 }

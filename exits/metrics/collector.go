@@ -12,7 +12,6 @@ import (
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
-	"github.com/mvm-dev/mvm/exits/tracepoint"
 	"github.com/mvm-dev/mvm/exits/userspace"
 )
 
@@ -72,7 +71,7 @@ func (c *Collector) AddRecorder(r *userspace.Recorder) {
 // TraceSource is a live tracepoint aggregate: the perf rings'
 // *tracepoint.Aggregator, or the BPF counters' maps read at each scrape.
 type TraceSource interface {
-	Snapshot() []tracepoint.VCPUStats
+	Snapshot() []exits.VCPUStats
 }
 
 // SetTrace sets the tracepoint aggregate (nil to stop exporting it).
@@ -130,7 +129,7 @@ func (c *Collector) Families() []Family {
 				ex.Series = append(ex.Series, Series{Labels: []Label{{"vcpu", vcpu}, {"source", exits.SourceTracepoint}, {"reason", s.Reason}}, Value: float64(s.Count)})
 			}
 		}
-		for _, s := range tracepoint.Total(snap).Reasons {
+		for _, s := range exits.Total(snap).Reasons {
 			breakdown.Series = appendBreakdown(breakdown.Series, s)
 		}
 	}
@@ -149,7 +148,7 @@ const BreakdownTop = 10
 // appendBreakdown adds a reason's breakdown rows (largest first) as top
 // keys plus "other". Keys are not stable across scrapes near the cut, but
 // every series only grows while it exists.
-func appendBreakdown(out []Series, s tracepoint.ReasonStats) []Series {
+func appendBreakdown(out []Series, s exits.ReasonStats) []Series {
 	var other uint64
 	var hasOther bool
 	for i, b := range s.Breakdown {

@@ -165,7 +165,7 @@ mvm_kvm_pages_bytes{vcpu="0"} 12288
 
 func TestBreakdownMetricBounded(t *testing.T) {
 	agg := tracepoint.NewAggregator(exits.Arm64Namer{})
-	agg.Configure(tracepoint.Layout{VCPUs: 1})
+	agg.Configure(exits.Layout{VCPUs: 1}, tracepoint.Options{})
 	agg.SetVCPU(10, 0)
 	var evs []tracepoint.Event
 	tm := uint64(1)

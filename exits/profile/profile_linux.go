@@ -3,7 +3,7 @@
 // Package profile runs the optional sources of an exit profile for one VM
 // and assembles the report: it opens the KVM stats files of the VM and
 // vCPU file descriptors and the kvm_entry/kvm_exit tracepoints of the vCPU
-// threads, takes the "before" numbers when the guest starts, and at the end
+// threads (BPF counters or perf rings, as exits/source decides), takes the "before" numbers when the guest starts, and at the end
 // builds an exits.Report from them and from the userspace recorders'
 // snapshots. It is not tied to mvm's own VMM: any VM fd, vCPU fds and vCPU
 // thread ids will do.
@@ -23,6 +23,7 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/bpfagg"
 	"github.com/mvm-dev/mvm/exits/kvmstat"
+	"github.com/mvm-dev/mvm/exits/source"
 	"github.com/mvm-dev/mvm/exits/symbols"
 	"github.com/mvm-dev/mvm/exits/tracepoint"
 	"github.com/mvm-dev/mvm/exits/userspace"
@@ -44,7 +45,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Layout describes the guest to the tracepoint breakdown (regions,
 	// RAM, vCPUs); NoBreakdown leaves the breakdown's tracepoints out.
-	Layout      tracepoint.Layout
+	Layout      exits.Layout
 	NoBreakdown bool
 	// Symbols names the guest functions of the exit PCs (nil: raw PCs).
 	// SymbolsFile is its path for the report. VBAR, if set, returns the
@@ -52,17 +53,10 @@ type Config struct {
 	Symbols     *symbols.Table
 	SymbolsFile string
 	VBAR        func() uint64
-	// Via is how the tracepoints are read: ViaAuto (BPF programs where
-	// the kernel allows them, else perf rings), ViaBPF or ViaPerf.
+	// Via is how the tracepoints are read: source.ViaAuto (BPF programs
+	// where the kernel allows them, else perf rings), ViaBPF or ViaPerf.
 	Via string
 }
-
-// Tracepoint paths (Config.Via).
-const (
-	ViaAuto = "auto"
-	ViaBPF  = "bpf"
-	ViaPerf = "perf"
-)
 
 // bpfMissing is what the BPF path does not keep, for the Sources list.
 const bpfMissing = "guest code (exit PCs) comes from the perf rings only (--guest-symbols or --profile-via perf)"
@@ -142,16 +136,16 @@ func (p *Profile) FirstUserExit() (uint64, bool) {
 	return p.firstNS + uint64(p.userspace.FirstUserExitNS), true
 }
 
-// Open opens the KVM stats files and the tracepoint profiler (those in
-// cfg.Sources; all when empty).
+// Open opens the KVM stats files and the tracepoint readers (those in
+// cfg.Sources; all when empty): the BPF counters or the perf rings, as
+// source.Plan decides.
 func Open(cfg Config) *Profile {
 	p := &Profile{cfg: cfg, log: cfg.Logger}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
-	want := func(name string) bool { return len(cfg.Sources) == 0 || slices.Contains(cfg.Sources, name) }
 	errNotAsked := errors.New("not requested (--profile-sources)")
-	if !want(exits.SourceKVMStats) {
+	if !source.Wants(cfg.Sources, exits.SourceKVMStats) {
 		p.statsErr = errNotAsked
 	} else if f, err := kvmstat.Open(cfg.VMFd); err != nil {
 		p.statsErr = fmt.Errorf("KVM_GET_STATS_FD: %w (needs Linux 5.14+)", err)
@@ -166,16 +160,21 @@ func Open(cfg Config) *Profile {
 			p.cpuStats = append(p.cpuStats, cf)
 		}
 	}
-	if !want(exits.SourceTracepoint) {
-		p.traceErr = errNotAsked
+	plan := source.Plan{Via: cfg.Via, NeedPCs: cfg.Symbols != nil}
+	if !source.Wants(cfg.Sources, exits.SourceTracepoint) {
+		plan.NotAsked = errNotAsked
+	}
+	try, bpfErr := plan.TryBPF()
+	if try {
+		p.bpf, bpfErr = source.OpenBPF(bpfagg.Config{TGID: os.Getpid(), Layout: cfg.Layout, NoBreakdown: cfg.NoBreakdown, TIDs: cfg.TIDs}, p.log)
+	}
+	choice := plan.Decide(bpfErr)
+	p.bpfErr, p.traceErr = choice.BPFErr, choice.Err
+	if !choice.Perf {
 		return p
 	}
-	if p.openBPF() {
-		return p
-	}
-	layout := cfg.Layout
-	layout.Now, layout.Lag = MonotonicNS, uint64(Lag)
-	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log, NoBreakdown: cfg.NoBreakdown, Layout: layout})
+	tp, err := tracepoint.New(tracepoint.Config{Logger: p.log, NoBreakdown: cfg.NoBreakdown, Layout: cfg.Layout,
+		Options: tracepoint.Options{Now: MonotonicNS, Lag: uint64(Lag)}})
 	if err != nil {
 		p.traceErr = err
 		return p
@@ -189,35 +188,6 @@ func Open(cfg Config) *Profile {
 	}
 	p.trace = tp
 	return p
-}
-
-// openBPF loads the BPF counters unless the perf path is asked for or
-// needed (guest code wants every exit's PC); it reports whether they
-// replace the perf rings. Where BPF is refused, the reason is kept for the
-// Sources list (and is the tracepoint source's error with ViaBPF).
-func (p *Profile) openBPF() bool {
-	switch {
-	case p.cfg.Via == ViaPerf:
-		return false
-	case p.cfg.Via != ViaBPF && p.cfg.Symbols != nil:
-		p.bpfErr = errors.New("--guest-symbols needs the exit PCs of the perf rings")
-		return false
-	}
-	env := tracepoint.SystemEnv(true)
-	env.Logger = p.log
-	root, err := tracepoint.ProbeEnv(env)
-	if err == nil {
-		p.bpf, err = bpfagg.New(bpfagg.Config{Tracefs: root, TGID: os.Getpid(), Layout: p.cfg.Layout, NoBreakdown: p.cfg.NoBreakdown, TIDs: p.cfg.TIDs})
-	}
-	if err != nil {
-		p.bpfErr = err
-		if p.cfg.Via == ViaBPF {
-			p.traceErr = err
-			return true
-		}
-		return false
-	}
-	return true
 }
 
 // vcpuOf maps a vCPU thread to its vCPU.
@@ -239,7 +209,7 @@ func (p *Profile) VCPUOf(tid int) (int, bool) { return p.vcpuOf(tid) }
 
 // LiveTrace is a live tracepoint aggregate: Snapshot reads it now.
 type LiveTrace interface {
-	Snapshot() []tracepoint.VCPUStats
+	Snapshot() []exits.VCPUStats
 }
 
 // Trace is the live tracepoint aggregate (nil without tracepoints), for
@@ -328,7 +298,7 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 	}
 	if p.trace == nil {
 		err := p.traceErr
-		if p.bpfErr != nil && p.cfg.Via != ViaBPF && err != nil {
+		if p.bpfErr != nil && p.cfg.Via != source.ViaBPF && err != nil {
 			err = fmt.Errorf("%w; BPF: %v", err, p.bpfErr)
 		}
 		rep.SetSource(exits.SourceTracepoint, "", err)
@@ -349,7 +319,7 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 		rep.SetSource(exits.SourceTracepoint, "", errors.New("the kernel emitted no kvm:kvm_exit events for this VM"))
 	} else {
 		d := p.trace.Aggregator().Details()
-		tracepoint.AddTo(rep, p.trace.Namer(), p.trace.Aggregator().Snapshot(), d)
+		rep.AddTrace(p.trace.Namer(), p.trace.Aggregator().Snapshot(), d)
 		if det := p.trace.Details(); len(det) > 0 {
 			rep.SetSource(exits.SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open); breakdown from "+strings.Join(det, ", ")+p.whyNotBPF(), nil)
 		} else {
@@ -366,7 +336,7 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 
 // whyNotBPF says why the perf rings are read, for the Sources list.
 func (p *Profile) whyNotBPF() string {
-	if p.cfg.Via == ViaPerf {
+	if p.cfg.Via == source.ViaPerf {
 		return "; BPF not used: --profile-via perf"
 	}
 	if p.bpfErr != nil {
@@ -382,11 +352,11 @@ func (p *Profile) addBPF(rep *exits.Report, snaps []userspace.RecorderSnapshot) 
 		rep.SetSource(exits.SourceTracepoint, "", err)
 		return
 	}
-	if tracepoint.Total(snap.VCPUs).Exits() == 0 && anyExits(snaps) {
+	if exits.Total(snap.VCPUs).Exits() == 0 && anyExits(snaps) {
 		rep.SetSource(exits.SourceTracepoint, "", errors.New("the kernel emitted no kvm:kvm_exit events for this VM"))
 		return
 	}
-	tracepoint.AddTo(rep, p.bpf.Namer(), snap.VCPUs, snap.Details)
+	rep.AddTrace(p.bpf.Namer(), snap.VCPUs, snap.Details)
 	if snap.Details != nil {
 		p.userspace, p.firstNS = snap.Details.Userspace, snap.Details.FirstNS
 	}
@@ -414,21 +384,14 @@ func (p *Profile) addStats(rep *exits.Report) {
 		rep.SetSource(exits.SourceKVMStats, "", errors.New("reading the KVM stats fds at the end failed"))
 		return
 	}
-	var rows, cpuRows []exits.StatRow
+	files := make([]source.Stats, len(after))
 	for i := range after {
-		d, err := kvmstat.Delta(p.before[i], after[i])
-		if err != nil {
-			rep.SetSource(exits.SourceKVMStats, "", err)
-			return
-		}
-		label := exits.VMVCPU
+		files[i] = source.Stats{VCPU: exits.VMVCPU, Before: p.before[i], After: after[i]}
 		if i > 0 {
-			label = strconv.Itoa(i - 1)
-			cpuRows = append(cpuRows, kvmstat.Rows(label, d)...)
+			files[i].VCPU = strconv.Itoa(i - 1)
 		}
-		rows = append(rows, kvmstat.Rows(label, d)...)
 	}
-	kvmstat.AddTo(rep, append(rows, kvmstat.TotalRows(cpuRows)...))
+	_ = source.AddStats(rep, files) // a failure marks the source
 }
 
 func anyExits(snaps []userspace.RecorderSnapshot) bool {
@@ -461,7 +424,7 @@ func (p *Profile) Close() {
 }
 
 // guestCode names the functions the exits came from.
-func (p *Profile) guestCode(d *tracepoint.Details) *exits.GuestCode {
+func (p *Profile) guestCode(d *exits.TraceDetails) *exits.GuestCode {
 	g := &exits.GuestCode{}
 	tab := p.cfg.Symbols
 	var off uint64

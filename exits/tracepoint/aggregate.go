@@ -3,7 +3,6 @@ package tracepoint
 import (
 	"cmp"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/mvm-dev/mvm/exits"
@@ -45,58 +44,6 @@ type Event struct {
 	Lost uint64
 }
 
-// ReasonStats are the numbers of one (vCPU, reason).
-type ReasonStats struct {
-	Reason string
-	// Count is the number of kvm_exit samples.
-	Count uint64
-	// Guest time: previous kvm_entry -> this kvm_exit. GuestCount exits had
-	// a preceding entry on the same thread (the first exit after attaching
-	// or after lost records has none).
-	GuestCount                         uint64
-	GuestSumNS, GuestMinNS, GuestMaxNS uint64
-	// Breakdown holds the reason's parts (SYS64 by register, DABT_LOW by
-	// device, ...), largest first; they add up to Count once the
-	// aggregate is flushed.
-	Breakdown []RowStats
-	// Handle time: this kvm_exit -> the next kvm_entry. HandleCount exits
-	// were followed by an entry (the last exit of a thread is not).
-	HandleCount                           uint64
-	HandleSumNS, HandleMinNS, HandleMaxNS uint64
-}
-
-func (s *ReasonStats) addGuest(ns uint64) {
-	addTimes(&s.GuestCount, &s.GuestSumNS, &s.GuestMinNS, &s.GuestMaxNS, 1, ns, ns, ns)
-}
-
-func (s *ReasonStats) addHandle(ns uint64) {
-	addTimes(&s.HandleCount, &s.HandleSumNS, &s.HandleMinNS, &s.HandleMaxNS, 1, ns, ns, ns)
-}
-
-// Merge adds o's counts and times into s (min and max over both). The
-// BPF source merges its per-thread map values with it too.
-func (s *ReasonStats) Merge(o *ReasonStats) {
-	s.Count += o.Count
-	addTimes(&s.GuestCount, &s.GuestSumNS, &s.GuestMinNS, &s.GuestMaxNS, o.GuestCount, o.GuestSumNS, o.GuestMinNS, o.GuestMaxNS)
-	addTimes(&s.HandleCount, &s.HandleSumNS, &s.HandleMinNS, &s.HandleMaxNS, o.HandleCount, o.HandleSumNS, o.HandleMinNS, o.HandleMaxNS)
-}
-
-// addTimes adds n durations with sum, minimum lo and maximum hi (one
-// sample: n = 1, sum = lo = hi) to the count, sum, min and max of one kind
-// of time. A min is only meaningful with a count, so the first durations
-// set it.
-func addTimes(count, sum, minNS, maxNS *uint64, n, s, lo, hi uint64) {
-	if n == 0 {
-		return
-	}
-	if *count == 0 || lo < *minNS {
-		*minNS = lo
-	}
-	*maxNS = max(*maxNS, hi)
-	*count += n
-	*sum += s
-}
-
 // threadState is the pairing state of one thread, as perf kvm stat keeps
 // per vcpu_event_record.
 type threadState struct {
@@ -106,7 +53,7 @@ type threadState struct {
 	hasEntry bool
 	// pending: the last exit not yet closed by an entry, and p what the
 	// breakdown needs of it.
-	pending    *ReasonStats
+	pending    *exits.ReasonStats
 	pendingAt  uint64
 	hasPending bool
 	p          pendingExit
@@ -129,22 +76,6 @@ type pendingExit struct {
 	hasIPA        bool
 }
 
-// VCPUStats is the aggregate of one vCPU (VCPU -1 gathers threads that
-// were never mapped to a vCPU).
-type VCPUStats struct {
-	VCPU int
-	// Reasons holds one entry per reason seen.
-	Reasons []ReasonStats
-	// Entries counts kvm_entry samples.
-	Entries uint64
-	// Lost is the number of records the kernel dropped; with Lost > 0
-	// every count is a lower bound.
-	Lost uint64
-	// Reordered counts records older than one already processed for the
-	// same thread (they are counted but not timed).
-	Reordered uint64
-}
-
 // Aggregator pairs kvm_entry and kvm_exit samples per thread and
 // aggregates them per vCPU and reason. It is safe for concurrent use: a
 // reader goroutine feeds it while metrics scrapes read it.
@@ -157,14 +88,15 @@ type Aggregator struct {
 	// Kept per thread and grouped by vCPU in Snapshot, so a thread whose
 	// vCPU is learnt late (another VMM's, SetVCPU after its first exits)
 	// still lands on its vCPU's row.
-	stats  map[int]map[string]*ReasonStats // tid -> reason -> stats
-	totals map[int]*VCPUStats              // tid -> counters besides reasons
+	stats  map[int]map[string]*exits.ReasonStats // tid -> reason -> stats
+	totals map[int]*exits.VCPUStats              // tid -> counters besides reasons
 
-	layout  Layout
-	held    []Event                                 // events not yet processed (Layout.Lag)
-	rows    map[int]map[string]map[uint64]*RowStats // tid -> reason -> key -> row
-	details map[string]*reasonDetail                // VM-wide, per reason
-	phases  [numPhases]map[string]*phaseAcc
+	layout  exits.Layout
+	opts    Options
+	held    []Event                                       // events not yet processed (Options.Lag)
+	rows    map[int]map[string]map[uint64]*exits.RowStats // tid -> reason -> key -> row
+	details map[string]*reasonDetail                      // VM-wide, per reason
+	phases  [exits.NumPhases]map[string]*exits.PhaseTotals
 	// Phase boundaries (CLOCK_MONOTONIC ns, 0 until seen).
 	firstAt, cpuOnAt, allInAt, userAt, markAt, firstUserAt uint64
 	secondariesIn                                          int
@@ -176,9 +108,9 @@ func NewAggregator(n exits.Namer) *Aggregator {
 		namer:   n,
 		vcpus:   make(map[int]int),
 		threads: make(map[int]*threadState),
-		stats:   make(map[int]map[string]*ReasonStats),
-		totals:  make(map[int]*VCPUStats),
-		rows:    make(map[int]map[string]map[uint64]*RowStats),
+		stats:   make(map[int]map[string]*exits.ReasonStats),
+		totals:  make(map[int]*exits.VCPUStats),
+		rows:    make(map[int]map[string]map[uint64]*exits.RowStats),
 		details: make(map[string]*reasonDetail),
 	}
 }
@@ -204,7 +136,7 @@ func (a *Aggregator) vcpuOf(tid int) int {
 
 // Add feeds a batch of records. They are processed in time order (a
 // stable sort, since buffers of different CPUs or threads interleave),
-// those younger than Layout.Lag held back for the next call; within one
+// those younger than Options.Lag held back for the next call; within one
 // thread, records should arrive in time order across batches, and older
 // ones are counted but not timed.
 func (a *Aggregator) Add(evs []Event) {
@@ -212,8 +144,8 @@ func (a *Aggregator) Add(evs []Event) {
 	defer a.mu.Unlock()
 	a.held = append(a.held, evs...)
 	horizon := ^uint64(0)
-	if a.layout.Now != nil {
-		horizon = a.layout.Now() - a.layout.Lag
+	if a.opts.Now != nil {
+		horizon = a.opts.Now() - a.opts.Lag
 	}
 	a.process(horizon)
 }
@@ -242,24 +174,24 @@ func (a *Aggregator) thread(tid int) *threadState {
 	return t
 }
 
-func (a *Aggregator) threadTotals(tid int) *VCPUStats {
+func (a *Aggregator) threadTotals(tid int) *exits.VCPUStats {
 	v, ok := a.totals[tid]
 	if !ok {
-		v = &VCPUStats{}
+		v = &exits.VCPUStats{}
 		a.totals[tid] = v
 	}
 	return v
 }
 
-func (a *Aggregator) reason(tid int, name string) *ReasonStats {
+func (a *Aggregator) reason(tid int, name string) *exits.ReasonStats {
 	m, ok := a.stats[tid]
 	if !ok {
-		m = make(map[string]*ReasonStats)
+		m = make(map[string]*exits.ReasonStats)
 		a.stats[tid] = m
 	}
 	s, ok := m[name]
 	if !ok {
-		s = &ReasonStats{Reason: name}
+		s = &exits.ReasonStats{Reason: name}
 		m[name] = s
 	}
 	return s
@@ -305,7 +237,7 @@ func (a *Aggregator) add(ev *Event) {
 			if ev.Detail == DetailFault {
 				t.p.ipa, t.p.hasIPA = ev.Val, true
 			}
-			if ev.Detail == DetailHVC && isCPUOn(ev.Val) && a.cpuOnAt == 0 {
+			if ev.Detail == DetailHVC && exits.IsCPUOn(ev.Val) && a.cpuOnAt == 0 {
 				a.cpuOnAt = t.pendingAt
 			}
 		}
@@ -318,19 +250,19 @@ func (a *Aggregator) add(ev *Event) {
 			// Counted, but not timed, not broken down: the breakdown
 			// counts only exits it can follow to their detail.
 			t.hasEntry = false
-			if breakdownClass(a.namer, ev.Code, ev.Sub) != 0 {
+			if exits.BreakdownClass(a.namer, ev.Code, ev.Sub) != 0 {
 				rows := a.rowsOf(ev.TID, name)
-				if rows[keyUnknown] == nil {
-					rows[keyUnknown] = &RowStats{}
+				if rows[exits.KeyUnknown] == nil {
+					rows[exits.KeyUnknown] = &exits.RowStats{}
 				}
-				rows[keyUnknown].Count++
+				rows[exits.KeyUnknown].Count++
 			}
 			return
 		}
-		p := pendingExit{reason: name, at: ev.Time, pc: ev.PC, class: breakdownClass(a.namer, ev.Code, ev.Sub), key: keyUnknown}
+		p := pendingExit{reason: name, at: ev.Time, pc: ev.PC, class: exits.BreakdownClass(a.namer, ev.Code, ev.Sub), key: exits.KeyUnknown}
 		if t.hasEntry && ev.Time >= t.entry {
 			p.guest, p.hasGuest = ev.Time-t.entry, true
-			s.addGuest(p.guest)
+			s.AddGuest(p.guest)
 		}
 		a.noteExitPC(t, ev.PC, ev.Time)
 		t.hasEntry = false
@@ -341,182 +273,18 @@ func (a *Aggregator) add(ev *Event) {
 // Snapshot returns a copy of the aggregate, vCPUs in ascending order and
 // reasons by count, descending; threads never mapped to a vCPU are
 // gathered under VCPU -1.
-func (a *Aggregator) Snapshot() []VCPUStats {
+func (a *Aggregator) Snapshot() []exits.VCPUStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	byVCPU := make(map[int]*VCPUStats)
-	reasons := make(map[int]map[string]*ReasonStats)
-	rows := make(map[int]map[string][]RowStats)
+	threads := make([]exits.ThreadStats, 0, len(a.totals))
 	for tid, tt := range a.totals {
-		vcpu, ok := a.vcpus[tid]
-		if !ok {
-			vcpu = -1
-		}
-		v, ok := byVCPU[vcpu]
-		if !ok {
-			v = &VCPUStats{VCPU: vcpu}
-			byVCPU[vcpu] = v
-			reasons[vcpu] = make(map[string]*ReasonStats)
-			rows[vcpu] = make(map[string][]RowStats)
-		}
-		v.Entries += tt.Entries
-		v.Lost += tt.Lost
-		v.Reordered += tt.Reordered
+		t := exits.ThreadStats{TID: tid, Totals: *tt}
 		for name, rs := range a.stats[tid] {
-			m, ok := reasons[vcpu][name]
-			if !ok {
-				m = &ReasonStats{Reason: name}
-				reasons[vcpu][name] = m
-			}
-			m.Merge(rs)
-			rows[vcpu][name] = mergeRows(rows[vcpu][name], a.snapshotRows(tid, name))
+			c := *rs
+			c.Breakdown = a.snapshotRows(tid, name)
+			t.Reasons = append(t.Reasons, c)
 		}
+		threads = append(threads, t)
 	}
-	ids := make([]int, 0, len(byVCPU))
-	for id := range byVCPU {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	out := make([]VCPUStats, 0, len(ids))
-	for _, id := range ids {
-		v := *byVCPU[id]
-		for name, s := range reasons[id] {
-			c := *s
-			c.Breakdown = rows[id][name]
-			sortRowStats(c.Breakdown)
-			v.Reasons = append(v.Reasons, c)
-		}
-		sortReasonStats(v.Reasons)
-		out = append(out, v)
-	}
-	return out
-}
-
-// Total merges per-vCPU aggregates into one (VCPU -1).
-func Total(vs []VCPUStats) VCPUStats {
-	tot := VCPUStats{VCPU: -1}
-	byName := make(map[string]*ReasonStats)
-	for _, v := range vs {
-		tot.Entries += v.Entries
-		tot.Lost += v.Lost
-		tot.Reordered += v.Reordered
-		for i := range v.Reasons {
-			r := &v.Reasons[i]
-			s, ok := byName[r.Reason]
-			if !ok {
-				s = &ReasonStats{Reason: r.Reason}
-				byName[r.Reason] = s
-			}
-			s.Merge(r)
-			s.Breakdown = mergeRows(s.Breakdown, r.Breakdown)
-		}
-	}
-	for _, s := range byName {
-		sortRowStats(s.Breakdown)
-		tot.Reasons = append(tot.Reasons, *s)
-	}
-	sortReasonStats(tot.Reasons)
-	return tot
-}
-
-// Count is the number of kvm_exit samples of one reason (0 if none).
-func (v VCPUStats) Count(reason string) uint64 {
-	for _, r := range v.Reasons {
-		if r.Reason == reason {
-			return r.Count
-		}
-	}
-	return 0
-}
-
-// Exits is the number of kvm_exit samples of every reason.
-func (v VCPUStats) Exits() uint64 {
-	var n uint64
-	for _, r := range v.Reasons {
-		n += r.Count
-	}
-	return n
-}
-
-func sortReasonStats(rs []ReasonStats) {
-	slices.SortFunc(rs, func(x, y ReasonStats) int {
-		if c := cmp.Compare(y.Count, x.Count); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Reason, y.Reason)
-	})
-}
-
-// Rows turns a tracepoint aggregate into per-vCPU rows and total rows of
-// the report model, with Time chosen by the namer's PerfTime. With d, the
-// total rows carry percentiles and their breakdown rows percentiles and
-// device addresses.
-func Rows(n exits.Namer, vs []VCPUStats, d *Details) []exits.Row {
-	var rows []exits.Row
-	for _, v := range vs {
-		for _, s := range v.Reasons {
-			rows = append(rows, row(n, strconv.Itoa(v.VCPU), s, nil))
-		}
-	}
-	for _, s := range Total(vs).Reasons {
-		rows = append(rows, row(n, exits.TotalVCPU, s, d))
-	}
-	return rows
-}
-
-func row(n exits.Namer, vcpu string, s ReasonStats, d *Details) exits.Row {
-	r := exits.Row{
-		Source:       exits.SourceTracepoint,
-		VCPU:         vcpu,
-		Reason:       s.Reason,
-		Count:        s.Count,
-		HandleNS:     s.HandleSumNS,
-		HandleCount:  s.HandleCount,
-		HandleMeanNS: exits.MeanNS(s.HandleSumNS, s.HandleCount),
-		HandleMinNS:  s.HandleMinNS,
-		HandleMaxNS:  s.HandleMaxNS,
-		GuestNS:      s.GuestSumNS,
-		GuestCount:   s.GuestCount,
-	}
-	guestTime := n.PerfTime() == exits.GuestTime
-	if guestTime {
-		r.TimeNS, r.TimeCount = s.GuestSumNS, s.GuestCount
-		r.TimeMinNS, r.TimeMaxNS = s.GuestMinNS, s.GuestMaxNS
-	} else {
-		r.TimeNS, r.TimeCount = s.HandleSumNS, s.HandleCount
-		r.TimeMinNS, r.TimeMaxNS = s.HandleMinNS, s.HandleMaxNS
-	}
-	r.TimeMeanNS = exits.MeanNS(r.TimeNS, r.TimeCount)
-	if d != nil {
-		r.Percentiles = d.Latency[s.Reason]
-	}
-	for _, b := range s.Breakdown {
-		br := exits.BreakdownRow{Key: b.Key, Samples: b.Count, TimeNS: b.GuestSumNS, HandleNS: b.HandleSumNS}
-		if !guestTime {
-			br.TimeNS = b.HandleSumNS
-		}
-		if d != nil {
-			br.Percentiles = d.RowLatency[s.Reason][b.Key]
-			br.Addresses = d.Addresses[s.Reason][b.Key]
-		}
-		r.Breakdown = append(r.Breakdown, br)
-	}
-	return r
-}
-
-// AddTo adds the rows of a tracepoint aggregate (per vCPU and total) to rep
-// and marks the tracepoint source used; with d, also the phases and the
-// userspace start.
-func AddTo(rep *exits.Report, n exits.Namer, vs []VCPUStats, d *Details) {
-	rep.Arch = n.Arch()
-	rep.PerfTime = n.PerfTime().String()
-	rep.Rows = append(rep.Rows, Rows(n, vs, d)...)
-	if d != nil {
-		rep.ByPhase = d.Phases
-		rep.Userspace = d.Userspace
-	}
-	for _, v := range vs {
-		rep.TraceLost += v.Lost
-	}
-	rep.SetSource(exits.SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open)", nil)
+	return exits.GroupByVCPU(threads, func(tid int) (int, bool) { v, ok := a.vcpus[tid]; return v, ok })
 }

@@ -15,7 +15,7 @@ func exitEv(tid, cpu int, t, code, sub uint64) Event {
 	return Event{Kind: EventExit, TID: tid, CPU: cpu, Time: t, Code: code, Sub: sub}
 }
 
-func reasonOf(t *testing.T, v VCPUStats, name string) ReasonStats {
+func reasonOf(t *testing.T, v exits.VCPUStats, name string) exits.ReasonStats {
 	t.Helper()
 	for _, r := range v.Reasons {
 		if r.Reason == name {
@@ -23,7 +23,7 @@ func reasonOf(t *testing.T, v VCPUStats, name string) ReasonStats {
 		}
 	}
 	t.Fatalf("vCPU %d has no reason %q: %+v", v.VCPU, name, v.Reasons)
-	return ReasonStats{}
+	return exits.ReasonStats{}
 }
 
 func TestTracePairingArm64(t *testing.T) {
@@ -63,7 +63,7 @@ func TestTracePairingArm64(t *testing.T) {
 	}
 
 	// Rows: arm64 Time is guest time.
-	rows := Rows(exits.Arm64Namer{}, vs, nil)
+	rows := exits.TraceRows(exits.Arm64Namer{}, vs, nil)
 	for _, r := range rows {
 		if r.Reason == "DABT_LOW" && (r.TimeNS != 1500 || r.HandleNS != 300 || r.GuestNS != 1500 || r.TimeMeanNS != 750 || r.HandleMeanNS != 150) {
 			t.Errorf("arm64 row %+v", r)
@@ -82,7 +82,7 @@ func TestTracePairingX86(t *testing.T) {
 		entry(7, 0, 1600),
 	})
 	vs := a.Snapshot()
-	rows := Rows(exits.X86Namer{}, vs, nil)
+	rows := exits.TraceRows(exits.X86Namer{}, vs, nil)
 	var io exits.Row
 	for _, r := range rows {
 		if r.Reason == "IO_INSTRUCTION" && r.VCPU == "1" {
@@ -160,7 +160,7 @@ func TestTraceLost(t *testing.T) {
 		t.Errorf("WFx %+v", w)
 	}
 	r := &exits.Report{}
-	AddTo(r, exits.Arm64Namer{}, a.Snapshot(), nil)
+	r.AddTrace(exits.Arm64Namer{}, a.Snapshot(), nil)
 	if r.TraceLost != 5 {
 		t.Errorf("report lost %d", r.TraceLost)
 	}
@@ -210,7 +210,7 @@ func TestTraceUnmappedAndTotals(t *testing.T) {
 	if len(vs) != 3 || vs[0].VCPU != 0 || vs[2].VCPU != 2 || vs[2].Exits() != 2 || vs[2].Entries != 2 {
 		t.Fatalf("vCPUs %+v", vs)
 	}
-	tot := Total(vs)
+	tot := exits.Total(vs)
 	io := reasonOf(t, tot, "IO_INSTRUCTION")
 	if io.Count != 3 || io.GuestCount != 3 || io.GuestSumNS != 1+10+30 || io.GuestMinNS != 1 || io.GuestMaxNS != 30 ||
 		io.HandleCount != 3 || io.HandleSumNS != 5+10+98 || io.HandleMinNS != 5 || io.HandleMaxNS != 98 {
@@ -221,27 +221,5 @@ func TestTraceUnmappedAndTotals(t *testing.T) {
 	}
 	if a.Namer().Arch() != "amd64" {
 		t.Error("namer")
-	}
-}
-
-// Merge keeps min and max over both sides and takes a side's min only when
-// it has times of that kind (a zero min of an empty side is no minimum).
-func TestReasonStatsMerge(t *testing.T) {
-	var s ReasonStats
-	s.addGuest(300)
-	s.addHandle(40)
-	s.Merge(&ReasonStats{Count: 2, GuestCount: 2, GuestSumNS: 150, GuestMinNS: 50, GuestMaxNS: 100})
-	s.Merge(&ReasonStats{Count: 1}) // no times at all
-	s.Merge(&ReasonStats{Count: 1, HandleCount: 1, HandleSumNS: 90, HandleMinNS: 90, HandleMaxNS: 90})
-	if s.Count != 4 || s.GuestCount != 3 || s.GuestSumNS != 450 || s.GuestMinNS != 50 || s.GuestMaxNS != 300 {
-		t.Errorf("guest times %+v", s)
-	}
-	if s.HandleCount != 2 || s.HandleSumNS != 130 || s.HandleMinNS != 40 || s.HandleMaxNS != 90 {
-		t.Errorf("handle times %+v", s)
-	}
-	var e ReasonStats
-	e.Merge(&ReasonStats{Count: 1, GuestCount: 1, GuestSumNS: 70, GuestMinNS: 70, GuestMaxNS: 70})
-	if e.GuestMinNS != 70 {
-		t.Errorf("merged into empty: guest min %d, want 70", e.GuestMinNS)
 	}
 }

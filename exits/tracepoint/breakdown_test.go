@@ -20,15 +20,15 @@ func exitPC(tid int, t, ec, pc uint64) Event {
 	return Event{Kind: EventExit, TID: tid, Time: t, Code: trap, Sub: ec, PC: pc}
 }
 
-func testLayout() Layout {
-	return Layout{VCPUs: 2,
-		Regions: []Region{{Name: "gicd", Base: 0x800_0000, Size: 0x1_0000}, {Name: "uart", Base: 0x900_0000, Size: 0x1000}, {Name: "ram", Base: 0x4000_0000, Size: 1 << 30}},
-		RAM:     []Region{{Name: "ram", Base: 0x4000_0000, Size: 1 << 30}}}
+func testLayout() exits.Layout {
+	return exits.Layout{VCPUs: 2,
+		Regions: []exits.Region{{Name: "gicd", Base: 0x800_0000, Size: 0x1_0000}, {Name: "uart", Base: 0x900_0000, Size: 0x1000}, {Name: "ram", Base: 0x4000_0000, Size: 1 << 30}},
+		RAM:     []exits.Region{{Name: "ram", Base: 0x4000_0000, Size: 1 << 30}}}
 }
 
-func bd(t *testing.T, v VCPUStats, reason string) map[string]RowStats {
+func bd(t *testing.T, v exits.VCPUStats, reason string) map[string]exits.RowStats {
 	t.Helper()
-	m := map[string]RowStats{}
+	m := map[string]exits.RowStats{}
 	for _, r := range reasonOf(t, v, reason).Breakdown {
 		m[r.Key] = r
 	}
@@ -39,7 +39,7 @@ func bd(t *testing.T, v VCPUStats, reason string) map[string]RowStats {
 // it; exits without one are "unknown"; the rows add up to the reason.
 func TestBreakdownFromDetailEvents(t *testing.T) {
 	a := NewAggregator(exits.Arm64Namer{})
-	a.Configure(testLayout())
+	a.Configure(testLayout(), Options{})
 	a.SetVCPU(1, 0)
 	const kpc = 0xffff800080001000
 	sgi := uint64(3)<<14 | 0<<11 | 12<<7 | 11<<3 | 5 | 1<<16 // ICC_SGI1R_EL1, write
@@ -98,11 +98,11 @@ func TestBreakdownFromDetailEvents(t *testing.T) {
 		t.Errorf("PCs %+v", d.PCs)
 	}
 	// Totals keep the rows.
-	tot := Total(a.Snapshot())
+	tot := exits.Total(a.Snapshot())
 	if got := bd(t, tot, "DABT_LOW"); len(got) != 3 {
 		t.Errorf("total DABT_LOW %+v", got)
 	}
-	rows := Rows(exits.Arm64Namer{}, a.Snapshot(), d)
+	rows := exits.TraceRows(exits.Arm64Namer{}, a.Snapshot(), d)
 	for _, r := range rows {
 		if r.VCPU == exits.TotalVCPU && r.Reason == "SYS64" && (r.Percentiles == nil || len(r.Breakdown) != 3 || r.Breakdown[0].Percentiles == nil) {
 			t.Errorf("total SYS64 row %+v", r)
@@ -118,7 +118,7 @@ func TestBreakdownFromDetailEvents(t *testing.T) {
 // stale note does not key a later exit.
 func TestBreakdownSMCFromVMM(t *testing.T) {
 	a := NewAggregator(exits.Arm64Namer{})
-	a.Configure(testLayout())
+	a.Configure(testLayout(), Options{})
 	a.SetVCPU(1, 0)
 	const kpc = 0xffff800080001000
 	a.NoteSMC(1, 50, 0x8400_0002)  // stale: before the exit below
@@ -210,7 +210,7 @@ func TestPercentilesAgainstSortedSamples(t *testing.T) {
 func TestPhasesAndUserspace(t *testing.T) {
 	for _, marker := range []bool{false, true} {
 		a := NewAggregator(exits.Arm64Namer{})
-		a.Configure(testLayout())
+		a.Configure(testLayout(), Options{})
 		a.SetVCPU(1, 0)
 		a.SetVCPU(2, 1)
 		const kpc, upc = 0xffff800080001000, 0x0000aaaa00001000
@@ -263,8 +263,8 @@ func TestLagHoldsYoungEvents(t *testing.T) {
 	now := uint64(1000)
 	a := NewAggregator(exits.Arm64Namer{})
 	l := testLayout()
-	l.VCPUs, l.Now, l.Lag = 1, func() uint64 { return now }, 500
-	a.Configure(l)
+	l.VCPUs = 1
+	a.Configure(l, Options{Now: func() uint64 { return now }, Lag: 500})
 	a.SetVCPU(1, 0)
 	a.Add([]Event{entry(1, 0, 100), exitPC(1, 900, 0x01, 0xffff800080000000), entry(1, 0, 950)})
 	if n := a.Snapshot(); len(n) == 0 || n[0].Exits() != 0 {
@@ -283,7 +283,7 @@ func TestLagHoldsYoungEvents(t *testing.T) {
 // no row, address or PC set past its bound.
 func TestBoundedKeys(t *testing.T) {
 	a := NewAggregator(exits.Arm64Namer{})
-	a.Configure(testLayout())
+	a.Configure(testLayout(), Options{})
 	a.SetVCPU(1, 0)
 	var evs []Event
 	tm := uint64(1)
@@ -296,17 +296,17 @@ func TestBoundedKeys(t *testing.T) {
 	a.Flush()
 	v := a.Snapshot()[0]
 	sys := reasonOf(t, v, "SYS64")
-	if len(sys.Breakdown) > maxKeysPerReason+1 || sys.Breakdown[0].Key != "other" {
+	if len(sys.Breakdown) > exits.MaxKeysPerReason+1 || sys.Breakdown[0].Key != "other" {
 		t.Errorf("%d SYS64 rows, first %q", len(sys.Breakdown), sys.Breakdown[0].Key)
 	}
 	d := a.Details()
-	if n := len(d.PCs["SYS64"]); n > maxPCsPerReason || d.PCsOther["SYS64"] != 20000-maxPCsPerReason {
+	if n := len(d.PCs["SYS64"]); n > exits.MaxPCsPerReason || d.PCsOther["SYS64"] != 20000-exits.MaxPCsPerReason {
 		t.Errorf("%d PCs, %d other", n, d.PCsOther["SYS64"])
 	}
-	if ram := d.Addresses["DABT_LOW"]["ram"]; len(ram) != topAddrs+1 || ram[topAddrs].Samples != 20000-topAddrs {
+	if ram := d.Addresses["DABT_LOW"]["ram"]; len(ram) != exits.TopAddrs+1 || ram[exits.TopAddrs].Samples != 20000-exits.TopAddrs {
 		t.Errorf("ram addresses %+v", ram)
 	}
-	if len(a.details["DABT_LOW"].addrs[classDev<<56|2]) > maxAddrsPerRow {
+	if len(a.details["DABT_LOW"].addrs[exits.ClassDev<<56|2]) > exits.MaxAddrsPerRow {
 		t.Error("address map grew past its bound")
 	}
 }

@@ -130,7 +130,7 @@ func TestProfilerTinyVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	vs := p.Aggregator().Snapshot()
-	tot := Total(vs)
+	tot := exits.Total(vs)
 	t.Logf("backend %s: userspace %+v; stats exits %d io_exits %d halt_exits %d; tracepoint samples: %d kvm_exit, %d kvm_entry, lost %d; event counters: %d kvm_exit, %d kvm_entry",
 		backend, res, d["exits"], d["io_exits"], d["halt_exits"], tot.Exits(), tot.Entries, tot.Lost, exitCount, entries)
 
@@ -187,7 +187,7 @@ func TestProfilerTinyVM(t *testing.T) {
 	userspace.AddTo(rep, []userspace.RecorderSnapshot{rec.Snapshot()})
 	kvmstat.AddTo(rep, kvmstat.Rows("0", deltas))
 	if tot.Exits() > 0 {
-		AddTo(rep, p.Namer(), vs, nil)
+		rep.AddTrace(p.Namer(), vs, nil)
 	} else {
 		rep.SetSource(exits.SourceTracepoint, "", errNoSamples(backend))
 	}

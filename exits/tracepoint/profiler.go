@@ -29,7 +29,9 @@ type Config struct {
 	// down, for measuring what they cost.
 	NoBreakdown bool
 	// Layout describes the guest to the aggregator (regions, RAM, vCPUs).
-	Layout Layout
+	Layout exits.Layout
+	// Options tune the aggregator (NoBreakdown implies Plain).
+	Options Options
 }
 
 // detailEvent is a detail tracepoint the profiler reads, and the field
@@ -106,9 +108,9 @@ func New(cfg Config) (*Profiler, error) {
 		interval = 100 * time.Millisecond
 	}
 	agg := NewAggregator(namer)
-	layout := cfg.Layout
-	layout.Plain = layout.Plain || cfg.NoBreakdown
-	agg.Configure(layout)
+	opts := cfg.Options
+	opts.Plain = opts.Plain || cfg.NoBreakdown
+	agg.Configure(cfg.Layout, opts)
 	return &Profiler{
 		sess: sess, agg: agg,
 		entry: entry, exit: exit, code: code, sub: sub, pc: pc, hasPC: hasPC, details: details,

@@ -218,7 +218,7 @@ func TestProfilerDrainArm64(t *testing.T) {
 	if len(v) != 1 || v[0].VCPU != 3 {
 		t.Fatalf("snapshot %+v", v)
 	}
-	got := map[string]ReasonStats{}
+	got := map[string]exits.ReasonStats{}
 	for _, r := range v[0].Reasons {
 		got[r.Reason] = r
 	}

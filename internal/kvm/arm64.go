@@ -64,46 +64,20 @@ type oneReg struct {
 	Addr uint64
 }
 
-// GetOneReg reads the 64-bit register id of a vCPU.
-func GetOneReg(vcpu *os.File, id uint64) (uint64, error) {
+// GetOneReg reads the 64-bit register id of a vCPU (KVM_GET_ONE_REG).
+func GetOneReg(vcpu *os.File, id RegID) (uint64, error) {
 	var v uint64
-	r := oneReg{ID: id, Addr: uint64(uintptr(unsafe.Pointer(&v)))}
+	r := oneReg{ID: uint64(id), Addr: uint64(uintptr(unsafe.Pointer(&v)))}
 	_, err := ioctl(vcpu.Fd(), reqGetOneReg, uintptr(unsafe.Pointer(&r)))
 	return v, err
 }
 
-// SetOneReg writes the 64-bit register id of a vCPU.
-func SetOneReg(vcpu *os.File, id uint64, v uint64) error {
-	r := oneReg{ID: id, Addr: uint64(uintptr(unsafe.Pointer(&v)))}
+// SetOneReg writes the 64-bit register id of a vCPU (KVM_SET_ONE_REG).
+func SetOneReg(vcpu *os.File, id RegID, v uint64) error {
+	r := oneReg{ID: uint64(id), Addr: uint64(uintptr(unsafe.Pointer(&v)))}
 	_, err := ioctl(vcpu.Fd(), reqSetOneReg, uintptr(unsafe.Pointer(&r)))
 	return err
 }
-
-// arm64 ONE_REG ids. Core registers are KVM_REG_ARM64 | KVM_REG_SIZE_U64 |
-// KVM_REG_ARM_CORE | offsetof(struct kvm_regs, field)/4; struct kvm_regs
-// starts with struct user_pt_regs {u64 regs[31]; u64 sp; u64 pc; u64 pstate}
-// followed by sp_el1.
-const (
-	regCoreBase = 0x6030_0000_0010_0000
-	RegPC       = regCoreBase + 0x40
-	RegPSTATE   = regCoreBase + 0x42
-	RegSP       = regCoreBase + 0x3e
-	RegSPEL1    = regCoreBase + 0x44
-
-	// System registers: KVM_REG_ARM64 | KVM_REG_SIZE_U64 |
-	// KVM_REG_ARM64_SYSREG | op0<<14 | op1<<11 | CRn<<7 | CRm<<3 | op2.
-	regSysBase   = 0x6030_0000_0013_0000
-	RegMPIDREL1  = regSysBase | 3<<14 | 0<<11 | 0<<7 | 0<<3 | 5 // S3_0_C0_C0_5
-	RegESREL1    = regSysBase | 3<<14 | 0<<11 | 5<<7 | 2<<3 | 0 // S3_0_C5_C2_0
-	RegFAREL1    = regSysBase | 3<<14 | 0<<11 | 6<<7 | 0<<3 | 0 // S3_0_C6_C0_0
-	RegELREL1    = regSysBase | 3<<14 | 0<<11 | 4<<7 | 0<<3 | 1 // S3_0_C4_C0_1
-	RegVBAREL1   = regSysBase | 3<<14 | 0<<11 | 12<<7 | 0<<3 | 0
-	RegSCTLREL1  = regSysBase | 3<<14 | 0<<11 | 1<<7 | 0<<3 | 0
-	RegCNTVCTEL0 = regSysBase | 3<<14 | 3<<11 | 14<<7 | 0<<3 | 2
-)
-
-// RegX returns the ONE_REG id of general-purpose register Xn (0..30).
-func RegX(n int) uint64 { return regCoreBase + 2*uint64(n) }
 
 // PSTATE for entering a guest kernel: EL1h with D, A, I and F masked
 // (Documentation/arch/arm64/booting.rst).

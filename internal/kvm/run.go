@@ -86,18 +86,16 @@ func (r *Run) Hypercall() (nr uint64, flags uint64) {
 	return *r.u64(runUnion), *r.u64(runUnion + 64)
 }
 
-// SystemEvent returns the system event exit's type and its data words.
-func (r *Run) SystemEvent() (typ uint32, data []uint64) {
+// SystemEvent returns the system event exit's type and copies its data
+// words (at most 16, kvm_run.system_event.ndata) into data, returning how
+// many.
+func (r *Run) SystemEvent(data *[16]uint64) (typ uint32, n int) {
 	typ = *r.u32(runUnion)
-	n := *r.u32(runUnion + 4)
-	if n > 16 {
-		n = 16
-	}
-	data = make([]uint64, n)
-	for i := range data {
+	n = int(min(*r.u32(runUnion + 4), uint32(len(data))))
+	for i := range n {
 		data[i] = *r.u64(runUnion + 8 + 8*i)
 	}
-	return typ, data
+	return typ, n
 }
 
 // FailEntry returns hardware_entry_failure_reason and the physical CPU.
@@ -105,7 +103,8 @@ func (r *Run) FailEntry() (reason uint64, cpu uint32) {
 	return *r.u64(runUnion), *r.u32(runUnion + 8)
 }
 
-// InternalError returns the suberror and its data words.
-func (r *Run) InternalError() (suberror uint32, data []uint64) {
-	return r.SystemEvent() // same layout: u32, u32 ndata, u64 data[16]
+// InternalError returns the suberror and copies its data words into data,
+// returning how many.
+func (r *Run) InternalError(data *[16]uint64) (suberror uint32, n int) {
+	return r.SystemEvent(data) // same layout: u32, u32 ndata, u64 data[16]
 }

@@ -34,17 +34,17 @@ func Open() (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: KVM_GET_API_VERSION: %v", ErrNoKVM, err)
 	}
-	if v != hkvm.StableAPIVersion {
+	if v != StableAPIVersion {
 		f.Close()
-		return nil, fmt.Errorf("%w: KVM API version %d, mvm needs %d", ErrNoKVM, v, hkvm.StableAPIVersion)
+		return nil, fmt.Errorf("%w: KVM API version %d, mvm needs %d", ErrNoKVM, v, StableAPIVersion)
 	}
 	return f, nil
 }
 
 // CheckExtension returns KVM_CHECK_EXTENSION's answer for cap on f (the
 // system fd or a VM fd), 0 when the ioctl itself fails.
-func CheckExtension(f interface{ Fd() uintptr }, c hkvm.Cap) int {
-	v, err := hkvm.CheckExtension(f, c)
+func CheckExtension(f interface{ Fd() uintptr }, c Cap) int {
+	v, err := hkvm.CheckExtension(f, hkvm.Cap(c))
 	if err != nil {
 		return 0
 	}

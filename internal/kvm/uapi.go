@@ -1,10 +1,10 @@
 package kvm
 
 // KVM's userspace ABI numbers, each defined here once for all of mvm: the
-// ioctl requests, exit reasons and system-event types of
-// include/uapi/linux/kvm.h. The arm64 ones (ONE_REG ids, vCPU features,
-// vGIC and SMCCC-filter attributes) are in arm64.go, from
-// arch/arm64/include/uapi/asm/kvm.h. This file has no build constraint and
+// ioctl requests, exit reasons, system-event types and capabilities of
+// include/uapi/linux/kvm.h, and the ONE_REG register ids (RegID) of
+// arch/arm64/include/uapi/asm/kvm.h. The other arm64 numbers (vCPU
+// features, vGIC and SMCCC-filter attributes) are in arm64.go. This file has no build constraint and
 // issues no ioctl, so packages that only name exits (exits/userspace) or match
 // syscall arguments (internal/kvmproc) import the numbers without issuing
 // an ioctl.
@@ -71,3 +71,79 @@ const (
 func RunRequests() []uint32 {
 	return []uint32{ReqRun, reqGetOneReg, reqSetOneReg, reqARMVCPUInit, reqIRQLine, reqSetDeviceAttr, reqHasDeviceAttr}
 }
+
+// RegID is a ONE_REG register id, the id field of struct kvm_one_reg that
+// KVM_GET_ONE_REG and KVM_SET_ONE_REG take (Documentation/virt/kvm/api.rst,
+// "KVM_SET_ONE_REG", the arm64 section). On arm64 it is KVM_REG_ARM64 |
+// the size | a register group | the index within the group
+// (arch/arm64/include/uapi/asm/kvm.h). Every id mvm uses is 64 bits wide.
+type RegID uint64
+
+// The fields of an arm64 RegID (include/uapi/linux/kvm.h and
+// arch/arm64/include/uapi/asm/kvm.h).
+const (
+	regARM64   RegID = 0x6000_0000_0000_0000 // KVM_REG_ARM64
+	regSizeU64 RegID = 0x0030_0000_0000_0000 // KVM_REG_SIZE_U64
+	// KVM_REG_ARM_CORE and KVM_REG_ARM64_SYSREG, shifted by
+	// KVM_REG_ARM_COPROC_SHIFT (16).
+	regGroupCore   RegID = 0x0010 << 16
+	regGroupSysreg RegID = 0x0013 << 16
+
+	regCoreBase = regARM64 | regSizeU64 | regGroupCore
+	regSysBase  = regARM64 | regSizeU64 | regGroupSysreg
+)
+
+// CoreReg is the id of the 64-bit core register at byte offset off in
+// struct kvm_regs: KVM_REG_ARM_CORE_REG counts the offset in 32-bit words.
+// struct kvm_regs starts with struct user_pt_regs {u64 regs[31]; u64 sp;
+// u64 pc; u64 pstate}, then sp_el1.
+func CoreReg(off uint64) RegID { return regCoreBase | RegID(off/4) }
+
+// SysReg is the id of system register S<op0>_<op1>_C<crn>_C<crm>_<op2>
+// (ARM64_SYS_REG: op0<<14 | op1<<11 | CRn<<7 | CRm<<3 | op2, the encoding
+// of its MRS/MSR instruction, DDI 0487 D23).
+func SysReg(op0, op1, crn, crm, op2 uint8) RegID {
+	return regSysBase | RegID(op0&3)<<14 | RegID(op1&7)<<11 | RegID(crn&15)<<7 | RegID(crm&15)<<3 | RegID(op2&7)
+}
+
+// RegX is the id of general-purpose register Xn (0..30).
+func RegX(n int) RegID { return CoreReg(8 * uint64(n)) }
+
+// The registers mvm reads and writes. Written out as constants (CoreReg
+// and SysReg give the same values, TestRegIDs checks) so a register
+// access on the exit path computes nothing.
+const (
+	RegSP     = regCoreBase | 31*8/4 // user_pt_regs.sp
+	RegPC     = regCoreBase | 32*8/4 // user_pt_regs.pc
+	RegPSTATE = regCoreBase | 33*8/4 // user_pt_regs.pstate
+	RegSPEL1  = regCoreBase | 34*8/4 // kvm_regs.sp_el1
+
+	RegMPIDREL1  = regSysBase | 3<<14 | 0<<11 | 0<<7 | 0<<3 | 5  // S3_0_C0_C0_5
+	RegSCTLREL1  = regSysBase | 3<<14 | 0<<11 | 1<<7 | 0<<3 | 0  // S3_0_C1_C0_0
+	RegELREL1    = regSysBase | 3<<14 | 0<<11 | 4<<7 | 0<<3 | 1  // S3_0_C4_C0_1
+	RegESREL1    = regSysBase | 3<<14 | 0<<11 | 5<<7 | 2<<3 | 0  // S3_0_C5_C2_0
+	RegFAREL1    = regSysBase | 3<<14 | 0<<11 | 6<<7 | 0<<3 | 0  // S3_0_C6_C0_0
+	RegVBAREL1   = regSysBase | 3<<14 | 0<<11 | 12<<7 | 0<<3 | 0 // S3_0_C12_C0_0
+	RegCNTVCTEL0 = regSysBase | 3<<14 | 3<<11 | 14<<7 | 0<<3 | 2 // S3_3_C14_C0_2
+)
+
+// Cap is a KVM_CHECK_EXTENSION capability number (KVM_CAP_*,
+// include/uapi/linux/kvm.h).
+type Cap int
+
+// The capabilities mvm asks about.
+const (
+	CapIRQFD         Cap = 32  // KVM_CAP_IRQFD
+	CapIOEventFD     Cap = 36  // KVM_CAP_IOEVENTFD
+	CapMaxVCPUs      Cap = 66  // KVM_CAP_MAX_VCPUS
+	CapARMPSCI02     Cap = 102 // KVM_CAP_ARM_PSCI_0_2
+	CapARMPMUv3      Cap = 126 // KVM_CAP_ARM_PMU_V3
+	CapARMVMIPASize  Cap = 165 // KVM_CAP_ARM_VM_IPA_SIZE
+	CapBinaryStatsFD Cap = 203 // KVM_CAP_BINARY_STATS_FD
+)
+
+// StableAPIVersion is what KVM_GET_API_VERSION returns on every kernel
+// with the stable API (KVM_API_VERSION, include/uapi/linux/kvm.h; api.rst
+// 4.1: "applications should refuse to run if [it] returns a value other
+// than 12").
+const StableAPIVersion = 12
