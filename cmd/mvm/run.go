@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -428,7 +429,8 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) err
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	closeVM := sync.OnceValue(m.Close)
+	defer closeVM()
 	if cr != nil {
 		cr.mu.Lock()
 		cr.vm = m
@@ -468,6 +470,9 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) err
 		}
 	}
 	if cr != nil {
+		// Stopping the devices takes in what the guest wrote last: a
+		// status queued just before its power-off.
+		closeVM()
 		return cr.exit(res, context.Cause(ctx))
 	}
 	var tc timeoutCause

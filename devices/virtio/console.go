@@ -487,12 +487,17 @@ func (c *Console) startFeeder(i int, q *Queue, kick *Event) {
 	}()
 }
 
-// Stop implements Device.
+// Stop implements Device. What the guest queued for output before it
+// stopped (a status written just before its power-off) is drained once
+// more, after the workers are gone and while guest RAM is still there.
 func (c *Console) Stop() {
 	if c.stop != nil {
 		close(c.stop)
 		c.wg.Wait()
 		c.stop = nil
+		if err := c.drainTx(); err != nil {
+			c.env.Fault(err)
+		}
 	}
 }
 
