@@ -6,7 +6,10 @@ import (
 	"encoding/binary"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+	"unsafe"
 )
 
 // orderLog records which port's Out got which bytes, in order.
@@ -174,5 +177,43 @@ func TestConsoleHostileDriver(t *testing.T) {
 	defer status.mu.Unlock()
 	if status.n == 0 || status.n > lastPortRound {
 		t.Errorf("the status port's Out got %d bytes of a 1 MiB chain, want 1..%d", status.n, lastPortRound)
+	}
+}
+
+// TestConsoleStopDrains: a chain the driver made available without a
+// notify (a guest that wrote its status and powered off at once, before
+// mvm's worker ran) still reaches its Out when the device stops.
+func TestConsoleStopDrains(t *testing.T) {
+	var l orderLog
+	con, err := NewConsole("c", []ConsolePort{{Name: "out", Out: portOut{&l, "out"}}, {Name: "status", Out: portOut{&l, "status"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDriver(t, con, 16, allFeatures)
+	time.Sleep(50 * time.Millisecond) // the worker's first look at the rings is over
+	// submit's chain, without the QueueNotify write.
+	qi := txQueue(1)
+	r := &d.rings[qi]
+	a := d.alloc(8, 8)
+	copy(d.ram.at(a, 4), "done")
+	desc := d.ram.at(r.desc+16*uint64(r.freeDsc), 16)
+	binary.LittleEndian.PutUint64(desc, a)
+	binary.LittleEndian.PutUint32(desc[8:], 4)
+	binary.LittleEndian.PutUint16(desc[12:], 0)
+	binary.LittleEndian.PutUint16(d.ram.at(r.avail+4+2*uint64(r.availIdx%r.size), 2), r.freeDsc)
+	r.availIdx++
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&d.ram.at(r.avail, 4)[0])), uint32(r.availIdx)<<16)
+	time.Sleep(50 * time.Millisecond) // no kick: the worker does not look
+	l.mu.Lock()
+	before := len(l.log)
+	l.mu.Unlock()
+	if before != 0 {
+		t.Fatal("the worker took the chain without a kick: the test shows nothing")
+	}
+	d.tr.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if got := strings.Join(l.log, ","); got != "status:done" {
+		t.Errorf("after Stop the Outs got %q, want status:done", got)
 	}
 }
