@@ -450,6 +450,11 @@ func (m *VM) load() error {
 	if m.kernel.Unpacked() {
 		m.kernel.Data = nil
 	}
+	// So is an initramfs built in memory (command mode's, the size of
+	// mvm's own binary); without reboots nothing reads it again.
+	if m.initrd.Path == "" && m.cfg.OnReset != ResetReboot {
+		m.initrd.Data, m.cfg.InitrdData = nil, nil
+	}
 	return nil
 }
 
