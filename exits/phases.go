@@ -7,8 +7,8 @@ import (
 
 // Boot phases of a kvm_exit aggregate: each exit belongs to the phase its
 // kvm_exit time falls in (vmm_setup, before the first KVM_RUN, has no
-// exits). The names are runsummary's (docs/boot-phases.md) plus
-// after_userspace; runsummary's TestExitPhaseNames holds them together.
+// exits). Their names (PhaseName) are the run phases' (runsummary, which
+// takes them from here; docs/boot-phases.md) plus after_userspace.
 const (
 	PhaseBootToSMP = iota
 	PhaseSecondaries
@@ -17,9 +17,20 @@ const (
 	NumPhases
 )
 
+// The names of the boot phases an exit can fall in. The first three are
+// also run phases (durations of mvm's own timeline, runsummary), which take
+// their names from here, so that a report can put the exits of boot_to_smp
+// beside the boot_to_smp duration.
+const (
+	NameBootToSMP    = "boot_to_smp"
+	NameSecondaries  = "secondaries"
+	NameKernelToUser = "kernel_to_user"
+	NameAfterUser    = "after_userspace"
+)
+
 // PhaseName names phase p (0..NumPhases-1).
 func PhaseName(p int) string {
-	return [NumPhases]string{"boot_to_smp", "secondaries", "kernel_to_user", "after_userspace"}[p]
+	return [NumPhases]string{NameBootToSMP, NameSecondaries, NameKernelToUser, NameAfterUser}[p]
 }
 
 // PhaseBounds are the boot phase boundaries on the CLOCK_MONOTONIC clock

@@ -3,20 +3,23 @@ package runsummary
 import (
 	"slices"
 	"strings"
+
+	"github.com/mvm-dev/mvm/exits"
 )
 
 // Phase names, in boot order; docs/boot-phases.md defines where each clock
-// starts and stops.
+// starts and stops. The phases an exit can also fall in take their names
+// from the exit model (exits.PhaseName).
 const (
-	PhaseVMMSetup    = "vmm_setup"   // VMM start -> boot vCPU's first KVM_RUN
-	PhaseBootToSMP   = "boot_to_smp" // first KVM_RUN -> first CPU_ON serviced
-	PhaseSecondaries = "secondaries" // first CPU_ON -> last secondary's first guest entry
+	PhaseVMMSetup    = "vmm_setup"           // VMM start -> boot vCPU's first KVM_RUN
+	PhaseBootToSMP   = exits.NameBootToSMP   // first KVM_RUN -> first CPU_ON serviced
+	PhaseSecondaries = exits.NameSecondaries // first CPU_ON -> last secondary's first guest entry
 	// PhaseSecondariesConsole: first CPU_ON -> the kernel's console line
 	// "smp: Brought up ...". Needs PSCI in userspace (for CPU_ON) and a
 	// console that prints the line (not with quiet).
 	PhaseSecondariesConsole = "secondaries_console"
-	PhaseSMPConsole         = "smp_console"    // first KVM_RUN -> console line "smp: Brought up"
-	PhaseKernelToUser       = "kernel_to_user" // first KVM_RUN -> userspace boot marker
+	PhaseSMPConsole         = "smp_console"          // first KVM_RUN -> console line "smp: Brought up"
+	PhaseKernelToUser       = exits.NameKernelToUser // first KVM_RUN -> userspace boot marker
 	// PhaseCommand: userspace boot marker (command mode's init starting)
 	// -> the command's status reaching mvm (mvm run -- CMD only).
 	PhaseCommand = "command"
