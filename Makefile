@@ -77,8 +77,9 @@ LAB_ENV   := MVM_BIN=/lab/mvm MVM_TESTHOOKS_BIN=/lab/mvm-testhooks MVM_GUEST_DIR
 LAB_QEMU  ?= $(if $(or $(filter .,$(LAB_RUN)),$(findstring QEMU,$(LAB_RUN))),yes,no)
 QEMU_CPIO := $(CACHE)/qemu.cpio
 # Debian's arm64 virtiofsd with its libraries (lab/fetch-virtiofsd.sh), for
-# the --share tests (all of them, or a LAB_RUN that names VirtioFS).
-LAB_VIRTIOFSD ?= $(if $(or $(filter .,$(LAB_RUN)),$(findstring VirtioFS,$(LAB_RUN))),yes,no)
+# the --share and command-mode tests (all of them, or a LAB_RUN that names
+# VirtioFS or CommandMode).
+LAB_VIRTIOFSD ?= $(if $(or $(filter .,$(LAB_RUN)),$(findstring VirtioFS,$(LAB_RUN)),$(findstring CommandMode,$(LAB_RUN))),yes,no)
 VIRTIOFSD_CPIO := $(CACHE)/virtiofsd.cpio
 LAB_CPIO  := $(if $(filter yes,$(LAB_QEMU)),$(QEMU_CPIO)) $(if $(filter yes,$(LAB_VIRTIOFSD)),$(VIRTIOFSD_CPIO))
 

@@ -20,7 +20,10 @@ const (
 	PhaseSecondariesConsole = "secondaries_console"
 	PhaseSMPConsole         = "smp_console"          // first KVM_RUN -> console line "smp: Brought up"
 	PhaseKernelToUser       = exits.NameKernelToUser // first KVM_RUN -> userspace boot marker
-	PhaseTotal              = "total"                // VMM start -> VM exit
+	// PhaseCommand: userspace boot marker (command mode's init starting)
+	// -> the command's status reaching mvm (mvm run -- CMD only).
+	PhaseCommand = "command"
+	PhaseTotal   = "total" // VMM start -> VM exit
 	// ConsolePhasePrefix + NAME: first KVM_RUN -> the first console line
 	// matching --marker NAME=REGEX (any marker but the built-in smp).
 	ConsolePhasePrefix = "console:"
@@ -35,7 +38,7 @@ const ConsoleMarkSMP = "smp"
 // PhaseNames lists the fixed phases in boot order (console:NAME phases
 // are named by their markers).
 func PhaseNames() []string {
-	return []string{PhaseVMMSetup, PhaseBootToSMP, PhaseSecondaries, PhaseSecondariesConsole, PhaseSMPConsole, PhaseKernelToUser, PhaseTotal}
+	return []string{PhaseVMMSetup, PhaseBootToSMP, PhaseSecondaries, PhaseSecondariesConsole, PhaseSMPConsole, PhaseKernelToUser, PhaseCommand, PhaseTotal}
 }
 
 // Moments are the instants the boot phases run between, in nanoseconds
@@ -47,7 +50,10 @@ type Moments struct {
 	// every secondary came up by a CPU_ON mvm serviced.
 	AllIn     int64
 	Userspace int64 // the userspace boot marker (or first user exit)
-	End       int64 // VM exit
+	// CommandEnd is when command mode's status came in (-1 outside
+	// command mode); NewMoments leaves it -1 for the caller to set.
+	CommandEnd int64
+	End        int64 // VM exit
 	// Console holds, per console marker, when a line first matched it.
 	Console map[string]int64
 }
@@ -58,7 +64,7 @@ type Moments struct {
 // and which entry the phases' clocks use, for a live timeline (vmm) and a
 // result file (Summary.Moments) alike.
 func NewMoments(firstRun int64, cpuOn, entered []int64, user, end int64, console map[string]int64) Moments {
-	m := Moments{FirstRun: firstRun, FirstCPUOn: -1, AllIn: -1, Userspace: user, End: end, Console: map[string]int64{}}
+	m := Moments{FirstRun: firstRun, FirstCPUOn: -1, AllIn: -1, Userspace: user, CommandEnd: -1, End: end, Console: map[string]int64{}}
 	all := len(cpuOn) > 1
 	last := int64(-1)
 	for i := 1; i < len(cpuOn); i++ {
@@ -97,6 +103,7 @@ func (m Moments) spans() map[string]phaseSpan {
 		PhaseBootToSMP:    {m.FirstRun, m.FirstCPUOn},
 		PhaseSecondaries:  {m.FirstCPUOn, m.AllIn},
 		PhaseKernelToUser: {m.FirstRun, m.Userspace},
+		PhaseCommand:      {m.Userspace, m.CommandEnd},
 		PhaseTotal:        {0, m.End},
 	}
 	for name, at := range m.Console {
@@ -149,7 +156,11 @@ func (s *Summary) Moments() Moments {
 	if d, ok := s.PhasesNS[PhaseTotal]; ok {
 		end = d
 	}
-	return NewMoments(first, s.CPUOnNS, s.EnteredNS, user, end, s.ConsoleNS)
+	m := NewMoments(first, s.CPUOnNS, s.EnteredNS, user, end, s.ConsoleNS)
+	if d, ok := s.PhasesNS[PhaseCommand]; ok && user >= 0 {
+		m.CommandEnd = user + d
+	}
+	return m
 }
 
 // SortPhases orders phase names for output: the fixed phases in boot

@@ -49,6 +49,18 @@ func ParseSerial(s string) (Serial, error) {
 	return "", fmt.Errorf("unknown UART %q: use 8250 (ttyS0, the default) or pl011 (ttyAMA0)", s)
 }
 
+// Port is one named port of the virtio-console (Config.Ports): the guest
+// finds it by Name under /sys/class/virtio-ports. In is given to the guest
+// once it opens the port, and its end closes the host side (the guest
+// reads end-of-file); what the guest writes goes to Out. A chain on the
+// last port reaches its Out after whatever the guest queued on the other
+// ports before it.
+type Port struct {
+	Name string
+	In   io.Reader
+	Out  io.Writer
+}
+
 // MinMemory is the least guest RAM: room for a payload, the DTB and the
 // stack it needs. (The other limit that does not depend on the host is
 // runsummary.MaxCPUs.)
@@ -110,6 +122,12 @@ type Config struct {
 	// memfd the backends map.
 	Shares    []Share
 	Virtiofsd string
+	// Ports, when set, adds a multiport virtio-console after every other
+	// virtio device, with these named ports (command mode's streams).
+	Ports []Port
+	// InitrdData is an initramfs built in memory, used when Initrd is
+	// empty (command mode's).
+	InitrdData []byte
 
 	// Seccomp puts every mvm thread under the run allow-list once setup is
 	// done (docs/seccomp.md); a call outside it kills mvm.

@@ -260,6 +260,8 @@ func makePlan(cfg Config) (bootPlan, error) {
 		if p.initrd, err = readBootFile("initrd", cfg.Initrd); err != nil {
 			return p, err
 		}
+	} else if len(cfg.InitrdData) > 0 {
+		p.initrd = BootFile{Data: cfg.InitrdData}
 	}
 	koff, ksize := uint64(0), alignUp(p.kernel.size(), PageSize)
 	if p.kernel.IsImage {

@@ -22,7 +22,9 @@ func (t Timeline) Moments() runsummary.Moments {
 	for k, at := range t.ConsoleMarks {
 		console[k] = off(at)
 	}
-	return runsummary.NewMoments(off(t.FirstRun), on, in, off(t.UserspaceMark), off(t.End), console)
+	m := runsummary.NewMoments(off(t.FirstRun), on, in, off(t.UserspaceMark), off(t.End), console)
+	m.CommandEnd = off(t.CommandEnd)
+	return m
 }
 
 // Phases computes the boot phases of a timeline (runsummary.Moments.Phases).

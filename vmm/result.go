@@ -106,7 +106,9 @@ type Timeline struct {
 	// ConsoleMarks holds, per console marker name, when a console line
 	// first matched it (runsummary.ConsoleMarkSMP is built in).
 	ConsoleMarks map[string]time.Time
-	End          time.Time // VM exit
+	// CommandEnd is when command mode's status came in (MarkCommandEnd).
+	CommandEnd time.Time
+	End        time.Time // VM exit
 }
 
 // CPUTimeline is one vCPU's bring-up. With PSCI in userspace a secondary's

@@ -90,6 +90,9 @@ func (c *Config) virtioCount() int {
 	if c.RNG {
 		n++
 	}
+	if len(c.Ports) > 0 {
+		n++
+	}
 	return n
 }
 

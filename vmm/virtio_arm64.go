@@ -72,6 +72,17 @@ func (m *VM) openVirtio() error {
 		}
 		add(fs)
 	}
+	if len(m.cfg.Ports) > 0 {
+		var ports []virtio.ConsolePort
+		for _, p := range m.cfg.Ports {
+			ports = append(ports, virtio.ConsolePort{Name: p.Name, In: p.In, Out: p.Out})
+		}
+		con, err := virtio.NewConsole("virtio-console0", ports)
+		if err != nil {
+			return err
+		}
+		add(con)
+	}
 	return nil
 }
 

@@ -450,6 +450,11 @@ func (m *VM) load() error {
 	if m.kernel.Unpacked() {
 		m.kernel.Data = nil
 	}
+	// So is an initramfs built in memory (command mode's, the size of
+	// mvm's own binary); without reboots nothing reads it again.
+	if m.initrd.Path == "" && m.cfg.OnReset != ResetReboot {
+		m.initrd.Data, m.cfg.InitrdData = nil, nil
+	}
 	return nil
 }
 
@@ -657,9 +662,20 @@ func (m *VM) reboot() error {
 	m.timeline.FirstRun = time.Time{}
 	m.timeline.UserspaceMark = time.Time{}
 	m.timeline.UserspaceFrom = ""
+	m.timeline.CommandEnd = time.Time{}
 	m.timeline.CPUs = make([]CPUTimeline, len(m.cpus))
 	m.mu.Unlock()
 	return nil
+}
+
+// MarkCommandEnd records when command mode's status came in: the end of
+// the command phase (the first call counts).
+func (m *VM) MarkCommandEnd(at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timeline.CommandEnd.IsZero() {
+		m.timeline.CommandEnd = at
+	}
 }
 
 // startConsoleInput forwards ConsoleIn to the UART; the returned func stops it.

@@ -31,3 +31,6 @@ func (m *VM) Close() error { return nil }
 
 // WriteState is never reached on this host.
 func (m *VM) WriteState(w io.Writer, wait time.Duration) {}
+
+// MarkCommandEnd is never reached on this host.
+func (m *VM) MarkCommandEnd(at time.Time) {}

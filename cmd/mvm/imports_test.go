@@ -10,7 +10,7 @@ import (
 )
 
 // TestImportsOnlyTheTopLevelPackages: the command turns flags into the
-// configurations of vmm, bench, report and exits/..., reads and writes
+// configurations of vmm, bench, report, cmdmode and exits/..., reads and writes
 // results through runsummary, and depends on nothing below them (vcpu,
 // devices, internal/...): what it needs of those, they pass on. Test files
 // included.
@@ -19,7 +19,7 @@ func TestImportsOnlyTheTopLevelPackages(t *testing.T) {
 	allowed := func(p string) bool {
 		rel := strings.TrimPrefix(p, module)
 		switch {
-		case rel == "vmm", rel == "bench", rel == "report", rel == "runsummary", rel == "exits", strings.HasPrefix(rel, "exits/"):
+		case rel == "vmm", rel == "bench", rel == "report", rel == "runsummary", rel == "cmdmode", rel == "exits", strings.HasPrefix(rel, "exits/"):
 			return true
 		}
 		return false
@@ -42,7 +42,7 @@ func TestImportsOnlyTheTopLevelPackages(t *testing.T) {
 			}
 			seen++
 			if !allowed(p) {
-				t.Errorf("%s imports %s: cmd/mvm may import only vmm, bench, report, runsummary and exits/...", name, p)
+				t.Errorf("%s imports %s: cmd/mvm may import only vmm, bench, report, cmdmode, runsummary and exits/...", name, p)
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mvm-dev/mvm/cmdmode"
 	"github.com/mvm-dev/mvm/vmm"
 )
 
@@ -39,7 +40,13 @@ type usageError struct{ error }
 // ps and top show, and what mvm profile --pid matches VMMs by).
 func init() { runtime.LockOSThread() }
 
-func main() { mainWith(vmm.CheckHost) }
+func main() {
+	// In a command-mode guest this binary is the init (package cmdmode).
+	if cmdmode.IsGuestInit() {
+		cmdmode.Main()
+	}
+	mainWith(vmm.CheckHost)
+}
 
 // mainWith is main with checkHost, what mvm bench asks of the host before
 // its first boot (vmm.CheckHost). The tests' fake mvm, whose boots need no
@@ -108,6 +115,9 @@ serial console, services PSCI in userspace, and measures what the guest does.
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c.Name() == "run" && commandGiven(os.Args[1:]) {
+			return &exitError{cmdmode.ExitMVM, fmt.Sprintf("%v (see 'mvm run --help')", err)}
+		}
 		return usageError{fmt.Errorf("%w (see 'mvm %s --help')", err, c.Name())}
 	})
 	root.AddCommand(newRunCmd(start), newCapsCmd(), newVersionCmd(), newBenchCmd(start, checkHost), newProfileCmd(), newReportCmd())

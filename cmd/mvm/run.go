@@ -10,10 +10,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/mvm-dev/mvm/exits"
 	"github.com/mvm-dev/mvm/exits/render"
@@ -65,6 +67,8 @@ type runFlags struct {
 	virtiofsd        string
 	rng              bool
 	seccomp          bool
+	modules          string
+	timeout          time.Duration
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -98,6 +102,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.shares, "share", nil, "virtio-fs share HOSTDIR[,at=GUESTPATH][,tag=TAG][,ro] served by its own virtiofsd (repeatable; default tag shareN, N counting from 0); the guest mounts it with mount -t virtiofs TAG DIR; ro makes guest writes fail with EROFS")
 	fl.StringVar(&f.virtiofsd, "virtiofsd", vmm.DefaultVirtiofsd, "the virtiofsd binary --share starts (Debian's virtiofsd package)")
 	fl.BoolVar(&f.rng, "rng", true, "virtio-rng entropy device fed from the host's getrandom (--rng=false to leave it out)")
+	fl.StringVar(&f.modules, "modules", "", "with a command: kernel modules for the guest (an INSTALL_MOD_PATH tree, a /lib/modules/RELEASE directory or a directory of .ko files; default: the build tree --kernel names, else /lib/modules/RELEASE of the kernel's release)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "stop the run after this long (e.g. 30s, 5m): exit status 124, like timeout(1)")
 	fl.BoolVar(&f.seccomp, "seccomp", true, "once the VM is set up, run every mvm thread under a seccomp allow-list (docs/seccomp.md); a call outside it kills mvm with SIGSYS. --seccomp=false is for debugging")
 }
 
@@ -191,9 +197,28 @@ func (f *runFlags) config(start time.Time) (vmm.Config, error) {
 func newRunCmd(start time.Time) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run --kernel PATH [flags]",
-		Short: "Boot an arm64 Linux Image or bare-metal payload",
-		Long: fmt.Sprintf(`Boot an arm64 guest with a serial console on this terminal.
+		Use:   "run --kernel PATH [flags] [-- CMD [ARGS...]]",
+		Short: "Run a command in an arm64 Linux guest, or boot a guest or bare-metal payload",
+		Long: fmt.Sprintf(`mvm run --kernel PATH [flags] -- CMD [ARGS...]
+runs CMD in a guest of that kernel (command mode): the guest's root is
+this host's /, shared read-only through virtio-fs (virtiofsd, as --share),
+with tmpfs on /tmp, /run, /var/tmp and /root; CMD runs in the current
+directory, with this environment, as the invoking user. Its stdin, stdout
+and stderr are mvm's, byte for byte (virtio-console ports); the kernel's
+console is hidden (--console file:PATH keeps it). SIGINT and SIGTERM go to
+CMD. mvm itself is the guest's init, in an initramfs built for the run
+with the modules the guest needs (virtio_mmio, virtio_console, fuse,
+virtiofs, if not built in) from --modules DIR, the build tree --kernel
+names, or /lib/modules/RELEASE. mvm's exit status is CMD's: its code,
+128+N when killed by signal N, 127 not found, 126 not executable, 124 on
+--timeout, 255 when the guest died without a status (kernel panic), 125
+when mvm fails or is given bad input (one line; a kernel lacking what
+command mode needs is named by its CONFIG_ options). Nothing after --, on
+a terminal, is an interactive $SHELL on a terminal of the guest's (job
+control, the window size passed on).
+
+Without a command, mvm run boots the guest with a serial console on this
+terminal.
 
 --kernel takes an arm64 Image, a compressed one (Image.gz, Image.zst, or
 the EFI zboot vmlinuz Fedora and Ubuntu ship, with a gzip or zstd
@@ -220,7 +245,8 @@ Exit status: 0 when the guest powers off (or resets, with --on-reset exit);
 arm64, no usable /dev/kvm, a capability a flag needs); 2 for bad input: a
 bad flag value, or a file a flag names that is missing, unreadable or of
 the wrong kind, all checked before the host is probed; 130/143 on
-SIGINT/SIGTERM. On a terminal, type Ctrl-A x to stop the guest. For a
+SIGINT/SIGTERM; 124 on --timeout. On a terminal, type Ctrl-A x to stop
+the guest. For a
 guest that seems stuck, kill -USR1 prints each vCPU's state, exit count
 and guest PC to stderr and lets the VM run on.
 
@@ -234,7 +260,11 @@ its own virtiofsd (guest: mount -t virtiofs TAG DIR; guest RAM is then a
 shared memfd; a missing virtiofsd or HOSTDIR, or a tag or guest path given
 twice, is bad input; a writable share needs root). The
 guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vmm.UARTBase, vmm.RTCBase),
-		Example: `  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
+		Example: `  # Run a command in the kernel just built, on this host's files:
+  mvm run --kernel arch/arm64/boot/Image -- uname -r
+  echo data | mvm run --kernel Image --cpus 4 --timeout 5m -- sha256sum
+
+  # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \
       --append "rdinit=/init quiet"
 
@@ -258,9 +288,20 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vm
   # An HTML report of a profiled 64-vCPU boot, and its JSON for later:
   mvm run --kernel smp.bin --cpus 64 --profile --profile-out /dev/null \
       --report boot.html --result-json boot.json`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runVM(cmd, &f, start)
+			cmdArgs, err := commandArgs(cmd, args)
+			if err != nil {
+				if cmd.ArgsLenAtDash() >= 0 {
+					return asCommandError(err) // meant as command mode
+				}
+				return err
+			}
+			if len(cmdArgs) == 0 {
+				return runVM(cmd, &f, start, nil)
+			}
+			tty := len(args) == 0 // nothing after --: an interactive shell
+			return asCommandError(runVM(cmd, &f, start, &commandRun{args: cmdArgs, tty: tty}))
 		},
 	}
 	f.register(cmd)
@@ -305,22 +346,64 @@ func (f *runFlags) check(start time.Time) (vmm.Config, error) {
 	return cfg, nil
 }
 
-func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
+// runVM runs the VM; cr is set in command mode (a command after --).
+func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) error {
+	if cr != nil {
+		// The console is the kernel's, apart from CMD's streams: hidden
+		// unless asked for.
+		if !cmd.Flags().Changed("console") {
+			f.console = "none"
+		}
+		if !cmd.Flags().Changed("cmdline") {
+			f.cmdline = commandCmdline(f.serial)
+		}
+	}
+	if f.timeout < 0 {
+		return usageError{fmt.Errorf("--timeout %v: give a positive duration, e.g. 30s", f.timeout)}
+	}
 	cfg, err := f.check(start)
 	if err != nil {
 		return err
 	}
+	if cr != nil {
+		if err := cr.configure(&cfg, f.modules); err != nil {
+			return err
+		}
+	} else if f.modules != "" {
+		return usageError{errors.New("--modules is for command mode: give the command after --, e.g. mvm run --kernel Image --modules DIR -- uname -r")}
+	}
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	if f.timeout > 0 {
+		t := time.AfterFunc(f.timeout, func() { cancel(timeoutCause{f.timeout}) })
+		defer t.Stop()
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	if cr != nil {
+		// A write to a closed stdout pipe returns EPIPE (pipeOut passes
+		// it on to CMD) instead of killing mvm.
+		pipe := make(chan os.Signal, 1)
+		signal.Notify(pipe, syscall.SIGPIPE)
+		defer signal.Stop(pipe)
+	}
 	go func() {
-		if s, ok := <-sigs; ok {
+		for s := range sigs {
+			// In command mode a signal goes to CMD, whose status then
+			// says what happened; a second one while the first is still
+			// undelivered stops the VM.
+			if cr != nil && cr.forward(s.(syscall.Signal)) {
+				continue
+			}
 			cancel(signalCause{s.(syscall.Signal)})
+			return
 		}
 	}()
+	if cr != nil {
+		cr.onStatus = func() { cancel(statusCause) }
+	}
 
 	con, err := openConsole(f.console, cancel)
 	if err != nil {
@@ -328,12 +411,34 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 	}
 	defer con.Close()
 	cfg.Console, cfg.ConsoleIn = con.out, con.in
+	if cr != nil {
+		cfg.Console, cfg.ConsoleIn = &consoleWatcher{c: cr, out: con.out}, nil
+	}
+	if cr != nil && cr.tty {
+		// The guest's terminal does the line editing, echo and Ctrl-C
+		// (to its foreground job); mvm's passes every byte.
+		old, err := term.MakeRaw(int(os.Stdin.Fd()))
+		if err != nil {
+			return fmt.Errorf("put the terminal in raw mode: %w", err)
+		}
+		defer term.Restore(int(os.Stdin.Fd()), old)
+		defer cr.watchTerminal()()
+	}
 
 	m, err := vmm.New(cfg)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	closeVM := sync.OnceValue(m.Close)
+	defer closeVM()
+	// The VM has its own reference to an initramfs built in memory, and
+	// drops it once it is in guest RAM.
+	cfg.InitrdData = nil
+	if cr != nil {
+		cr.mu.Lock()
+		cr.vm = m
+		cr.mu.Unlock()
+	}
 	if err := con.create(); err != nil {
 		return err
 	}
@@ -366,6 +471,16 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time) error {
 		if err := writeProfile(f, res); err != nil {
 			return err
 		}
+	}
+	if cr != nil {
+		// Stopping the devices takes in what the guest wrote last: a
+		// status queued just before its power-off.
+		closeVM()
+		return cr.exit(res, context.Cause(ctx))
+	}
+	var tc timeoutCause
+	if errors.As(context.Cause(ctx), &tc) {
+		return &exitError{124, tc.Error()}
 	}
 	return exitFor(res, context.Cause(ctx))
 }
