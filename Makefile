@@ -15,9 +15,11 @@ LAB_SKIP  ?=
 # The integration tests make test runs in the instruction-time lab instead of
 # the wall-clock one: the A/B benches, whose boots repeat to ~1% there and
 # whose guest sleeps cost no host time, so they need fewer and shorter boots
-# (integration/bench_test.go, abPlan). That lab runs on one host thread,
-# beside the wall-clock lab.
-INSN_TESTS := ^(TestBenchAB|TestBenchCPUs)$$
+# (integration/bench_test.go, abPlan), and, to share make test's time
+# between the two labs, some functional tests that boot Linux several times
+# and time nothing (a guest's sleep or mvm's --timeout costs no host time
+# there either). That lab runs on one host thread, beside the wall-clock lab.
+INSN_TESTS := ^(TestBenchAB|TestBenchCPUs|TestLinuxBoot|TestKernelFormats|TestCommandModeEnds)$$
 # LAB_CPU=MODEL: the lab machine's QEMU CPU model (lab -cpu; default max),
 # e.g. neoverse-n1 for a host without FEAT_S2FWB.
 LAB_CPU   ?=
