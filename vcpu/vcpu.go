@@ -547,6 +547,29 @@ func stopped(stop <-chan struct{}) bool {
 // lands in the guest, reaches the outer loop. immediate_exit is cleared
 // before stop is polled, so a kick that lands after the poll sets it
 // again and the next KVM_RUN returns at once.
+//
+// That re-entry after an MMIO exit is also the only KVM_RUN made with
+// RawSyscall, without telling the Go scheduler (entersyscall and
+// exitsyscall, about 270 instructions of each round trip in the
+// instruction-time lab, docs/boot-phases.md). The runtime's rule is that
+// a raw call must not block, because its goroutine keeps its P (the right
+// to run Go code) while in the kernel, and a KVM_RUN can: a guest that
+// computes or waits in WFI after the access stays in it. What bounds that
+// here: (1) mvm runs with GOMAXPROCS at least vCPUs + 2 (vmm.New), so a P
+// held by every vCPU still leaves two for the device, timer and runtime
+// goroutines, and none waits for a vCPU's P; (2) the runtime's sysmon
+// preempts a goroutine that has held its P for 10 ms (forcePreemptNS) with
+// a signal, which ends the KVM_RUN with EINTR like a kick; that exit comes
+// to the outer loop, and every KVM_RUN after an exit that is not MMIO
+// (EINTR included) is a plain Syscall, which gives the P back while in
+// the guest. So a vCPU holds its P in the guest for at most about 10 ms
+// after its last MMIO exit, and a busy MMIO stream costs at most one extra
+// INTR exit (and a reschedule of the vCPU's goroutine) per 10 ms of the
+// vCPU's time, as any goroutine that runs 10 ms without yielding is
+// preempted; a stop-the-world pause or a stack scan reaches such a vCPU by
+// the same signal. A goroutine in a plain Syscall is never signalled by
+// sysmon (runtime/proc.go, preemptone), which at most hands its P to
+// another thread.
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 	clk := &v.clock
 	clk.anchor()
@@ -556,10 +579,9 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		if stopped(stop) {
 			return Halt, nil
 		}
-		var errno unix.Errno
 		var t0 time.Duration
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
 		for {
-			_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
 			t0 = clk.now()
 			v.lastExitNS.Store(int64(t0))
 			if errno != 0 || v.run.ExitReason() != kvm.ExitMMIO {
@@ -578,6 +600,8 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			if a.Next != Continue {
 				return a.Next, nil
 			}
+			// Without entersyscall/exitsyscall: see runGuest's doc.
+			_, _, errno = unix.RawSyscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
 		}
 		if v.inspect.Load() != nil {
 			// Any exit will do: the kick's EINTR, or a natural exit
