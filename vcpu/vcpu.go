@@ -550,7 +550,7 @@ func stopped(stop <-chan struct{}) bool {
 //
 // That re-entry after an MMIO exit is also the only KVM_RUN made with
 // RawSyscall, without telling the Go scheduler (entersyscall and
-// exitsyscall, about 270 instructions of each round trip in the
+// exitsyscall, about 250 instructions of each round trip in the
 // instruction-time lab, docs/boot-phases.md). The runtime's rule is that
 // a raw call must not block, because its goroutine keeps its P (the right
 // to run Go code) while in the kernel, and a KVM_RUN can: a guest that
