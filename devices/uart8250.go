@@ -149,7 +149,6 @@ func (u *UART) Write(off uint64, data []byte) {
 	}
 	v := data[0]
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	switch off {
 	case uartRBRTHR:
 		if u.lcr&lcrDLAB != 0 {
@@ -188,6 +187,9 @@ func (u *UART) Write(off uint64, data []byte) {
 		u.scr = v
 	}
 	u.updateIRQ()
+	// Not deferred: this is every UART write exit's path, and nothing
+	// above panics (out.Write's error is kept, not raised).
+	u.mu.Unlock()
 }
 
 // iir returns the highest-priority pending interrupt. Caller holds mu.

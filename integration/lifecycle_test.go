@@ -38,14 +38,22 @@ func TestResetExits(t *testing.T) {
 }
 
 // TestSignalStopsSpinningGuest: SIGINT/SIGTERM stop a guest that spins
-// with interrupts masked (it never exits to mvm by itself) within a second.
+// with interrupts masked within a second: spin.bin never exits to mvm by
+// itself; mmiospin.bin exits to mvm on every iteration, and mvm re-enters
+// after an MMIO exit without polling its stop channel (vcpu runGuest), so
+// its stop and state dump depend on the kick's immediate_exit.
 func TestSignalStopsSpinningGuest(t *testing.T) {
 	for _, c := range []struct {
-		sig  syscall.Signal
-		code int
-	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
-		t.Run(c.sig.String(), func(t *testing.T) {
-			cmd := exec.Command(env(t, "MVM_BIN"), "run", "--kernel", payload(t, "spin.bin"), "--cpus", "2")
+		guest string
+		sig   syscall.Signal
+		code  int
+	}{{"spin.bin", syscall.SIGINT, 130}, {"spin.bin", syscall.SIGTERM, 143}, {"mmiospin.bin", syscall.SIGINT, 130}, {"mmiospin.bin", syscall.SIGTERM, 143}} {
+		name := c.sig.String()
+		if c.guest != "spin.bin" {
+			name = strings.TrimSuffix(c.guest, ".bin") + "/" + name
+		}
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(env(t, "MVM_BIN"), "run", "--kernel", payload(t, c.guest), "--cpus", "2")
 			var out, errb lockedBuffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			if err := cmd.Start(); err != nil {
@@ -83,8 +91,9 @@ func TestSignalStopsSpinningGuest(t *testing.T) {
 }
 
 // checkStateDump: kill -USR1 makes mvm print each vCPU's state and lets the
-// guest run on. spin.bin spins on vCPU 0 in its first page of RAM at EL1
-// and never starts vCPU 1, which stays parked (PSCI OFF with PSCI in mvm).
+// guest run on. spin.bin and mmiospin.bin spin on vCPU 0 in their first
+// page of RAM at EL1 and never start vCPU 1, which stays parked (PSCI OFF
+// with PSCI in mvm).
 func checkStateDump(t *testing.T, cmd *exec.Cmd, errb *lockedBuffer) {
 	t.Helper()
 	cmd.Process.Signal(syscall.SIGUSR1)
@@ -99,7 +108,7 @@ func checkStateDump(t *testing.T, cmd *exec.Cmd, errb *lockedBuffer) {
 		t.Fatalf("no running line with a PC for vCPU 0 in the dump")
 	}
 	if pc, _ := strconv.ParseUint(v0[1], 0, 64); pc < 0x40000000 || pc >= 0x40001000 {
-		t.Errorf("vCPU 0 at pc %#x, want spin.bin's loop in the first page of RAM (0x40000000)", pc)
+		t.Errorf("vCPU 0 at pc %#x, want the payload's loop in the first page of RAM (0x40000000)", pc)
 	}
 	if !regexp.MustCompile(`vCPU 1: (created|off), PSCI OFF, 0 exits to mvm, parked`).MatchString(dump) {
 		t.Errorf("vCPU 1 is not reported parked and off")

@@ -41,8 +41,10 @@ type Handler interface {
 	// Exited is called after every KVM_RUN return with the exit reason
 	// (kvm.Exit*, or kvm.ExitIntr for EINTR), the Action's Key (-1 if
 	// none), the time from KVM_RUN's return until the exit was handled
-	// and that moment (done); for accounting.
-	Exited(v *VCPU, reason uint32, sub int, handle time.Duration, done time.Time)
+	// and that moment (done, an offset from v.Origin(): a time.Time built
+	// and taken apart again on every exit cost the MMIO round trip about
+	// a hundred instructions, docs/boot-phases.md); for accounting.
+	Exited(v *VCPU, reason uint32, sub int, handle, done time.Duration)
 }
 
 // PowerOnRequest says how a vCPU starts running.
@@ -83,6 +85,9 @@ type VCPU struct {
 	fd   *os.File
 	run  *kvm.Run
 	init kvm.VCPUInit
+	// rawFD is fd.Fd(), taken once: os.File.Fd is a call (and a
+	// blocking-mode check) that every KVM_RUN would otherwise make.
+	rawFD uintptr
 
 	mpidr uint64
 	tid   atomic.Int32
@@ -109,14 +114,11 @@ type VCPU struct {
 	LastOn                PowerOnRequest
 	Woken, Reset, Entered time.Time
 
-	// LastExit is when the KVM_RUN whose exit is being handled returned;
-	// read it from a Handler method.
-	LastExit time.Time
-
-	// origin is when the vCPU was created; lastExitNS is LastExit as
-	// nanoseconds after it (0: no exit yet), for other goroutines. An
-	// offset from a time with a monotonic reading keeps LastExitTime on
-	// the monotonic clock, which a wall-clock step does not move.
+	// origin is when the vCPU was created; lastExitNS is when its
+	// KVM_RUN last returned, as nanoseconds after it (0: no exit yet).
+	// An offset from a time with a monotonic reading keeps LastExitTime
+	// on the monotonic clock, which a wall-clock step does not move. The
+	// loop stores only the offset; a time.Time is built when asked for.
 	origin     time.Time
 	lastExitNS atomic.Int64
 	// clock times the exits (exitClock); owned by the loop.
@@ -128,13 +130,18 @@ type VCPU struct {
 }
 
 // LastExitTime is when the vCPU's KVM_RUN last returned (zero before its
-// first exit). Safe from any goroutine.
+// first exit); from a Handler method, when the exit being handled
+// happened. Safe from any goroutine.
 func (v *VCPU) LastExitTime() time.Time {
 	if ns := v.lastExitNS.Load(); ns != 0 {
 		return v.origin.Add(time.Duration(ns))
 	}
 	return time.Time{}
 }
+
+// Origin is when the vCPU was created: Handler.Exited's times are offsets
+// from it.
+func (v *VCPU) Origin() time.Time { return v.origin }
 
 // Snapshot is where a vCPU's guest was when Inspect reached it.
 type Snapshot struct {
@@ -185,7 +192,7 @@ func New(sys, vm *os.File, id int, init kvm.VCPUInit) (*VCPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create vCPU %d: %w", id, err)
 	}
-	v := &VCPU{ID: id, fd: fd, init: init, origin: time.Now()}
+	v := &VCPU{ID: id, fd: fd, rawFD: fd.Fd(), init: init, origin: time.Now()}
 	v.clock = newExitClock(v.origin)
 	if err := kvm.InitVCPU(v.fd, &v.init); err != nil {
 		fd.Close()
@@ -307,7 +314,7 @@ func (v *VCPU) Close() error {
 func (v *VCPU) Prewarm() error {
 	v.run.SetImmediateExit(true)
 	defer v.run.SetImmediateExit(false)
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.rawFD, kvm.ReqRun, 0)
 	if errno != 0 && errno != unix.EINTR {
 		return fmt.Errorf("vCPU %d: first KVM_RUN: %w", v.ID, errno)
 	}
@@ -346,8 +353,10 @@ func (v *VCPU) X(n int) (uint64, error) { return kvm.GetOneReg(v.fd, kvm.RegX(n)
 // SetX writes general-purpose register Xn.
 func (v *VCPU) SetX(n int, val uint64) error { return kvm.SetOneReg(v.fd, kvm.RegX(n), val) }
 
-// Loop runs the vCPU until stop is closed or a handler says Halt. It locks
-// the calling goroutine to its OS thread for its whole life. A fault
+// Loop runs the vCPU until stop is closed or a handler says Halt. Close
+// stop and then Kick the vCPU: a vCPU in the guest sees stop only at its
+// next exit that is not MMIO (runGuest says why). It locks the calling
+// goroutine to its OS thread for its whole life. A fault
 // (failed entry, internal error, unhandled exit) returns a *FaultError.
 func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 	runtime.LockOSThread()
@@ -526,43 +535,87 @@ func stopped(stop <-chan struct{}) bool {
 // An exit reads the clock twice (returned, handled), from the generic
 // timer's counter (exitClock): two vDSO calls per exit were a measurable
 // part of this loop. The moments are offsets from the vCPU's origin.
+//
+// An MMIO exit goes straight back into KVM_RUN: it neither clears
+// kvm_run.immediate_exit nor polls stop (a non-blocking receive is a
+// runtime call) nor looks for an Inspect. That is safe because whoever
+// wants the loop's attention sets immediate_exit before signalling (Kick,
+// Inspect; VM.boot closes stop and then kicks), and only the outer loop,
+// after an exit that is not MMIO, clears it: a kick that lands while the
+// thread is out of KVM_RUN leaves immediate_exit set, so the next KVM_RUN
+// returns EINTR at once, and that exit, like the EINTR of a kick that
+// lands in the guest, reaches the outer loop. immediate_exit is cleared
+// before stop is polled, so a kick that lands after the poll sets it
+// again and the next KVM_RUN returns at once.
+//
+// That re-entry after an MMIO exit is also the only KVM_RUN made with
+// RawSyscall, without telling the Go scheduler (entersyscall and
+// exitsyscall, about 250 instructions of each round trip in the
+// instruction-time lab, docs/boot-phases.md). The runtime's rule is that
+// a raw call must not block, because its goroutine keeps its P (the right
+// to run Go code) while in the kernel, and a KVM_RUN can: a guest that
+// computes or waits in WFI after the access stays in it. What bounds that
+// here: (1) mvm runs with GOMAXPROCS at least vCPUs + 2 (vmm.New), so a P
+// held by every vCPU still leaves two for the device, timer and runtime
+// goroutines, and none waits for a vCPU's P; (2) the runtime's sysmon
+// preempts a goroutine that has held its P for 10 ms (forcePreemptNS) with
+// a signal, which ends the KVM_RUN with EINTR like a kick; that exit comes
+// to the outer loop, and every KVM_RUN after an exit that is not MMIO
+// (EINTR included) is a plain Syscall, which gives the P back while in
+// the guest. So a vCPU holds its P in the guest for at most about 10 ms
+// after its last MMIO exit, and a busy MMIO stream costs at most one extra
+// INTR exit (and a reschedule of the vCPU's goroutine) per 10 ms of the
+// vCPU's time, as any goroutine that runs 10 ms without yielding is
+// preempted; a stop-the-world pause or a stack scan reaches such a vCPU by
+// the same signal. A goroutine in a plain Syscall is never signalled by
+// sysmon (runtime/proc.go, preemptone), which at most hands its P to
+// another thread.
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 	clk := &v.clock
 	clk.anchor()
+	fd := v.rawFD
 	for {
-		// Clear immediate_exit before the stop check: a kick that lands
-		// after the check sets it again and KVM_RUN returns at once.
 		v.run.SetImmediateExit(false)
 		if stopped(stop) {
 			return Halt, nil
 		}
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, v.fd.Fd(), kvm.ReqRun, 0)
-		t0 := clk.now()
-		v.LastExit = v.origin.Add(t0)
-		v.lastExitNS.Store(int64(t0))
+		var t0 time.Duration
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
+		for {
+			t0 = clk.now()
+			v.lastExitNS.Store(int64(t0))
+			if errno != 0 || v.run.ExitReason() != kvm.ExitMMIO {
+				break
+			}
+			// The hot path, decoded in line: an MMIO exit is always
+			// the Handler's, and its Action never writes a register
+			// (the perf gate's MMIOExit counts every instruction
+			// here).
+			e := &v.exit
+			e.Reason, e.Errno = kvm.ExitMMIO, 0
+			e.MMIO.Addr, e.MMIO.Data, e.MMIO.Write = v.run.MMIO()
+			a := h.Exit(v, e)
+			t1 := clk.now()
+			h.Exited(v, kvm.ExitMMIO, a.Key, t1-t0, t1)
+			if a.Next != Continue {
+				return a.Next, nil
+			}
+			// Without entersyscall/exitsyscall: see runGuest's doc.
+			_, _, errno = unix.RawSyscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
+		}
 		if v.inspect.Load() != nil {
-			// Any exit will do: the kick's EINTR, or a natural exit when
-			// the kick landed while this thread was out of KVM_RUN.
+			// Any exit will do: the kick's EINTR, or a natural exit
+			// when the kick landed while this thread was out of
+			// KVM_RUN.
 			v.answerInspect()
 		}
 		e := &v.exit
-		var a Action
-		if errno == 0 && v.run.ExitReason() == kvm.ExitMMIO {
-			// The hot path, decoded in line: an MMIO exit is
-			// always the Handler's, and its Action never writes a
-			// register (the perf gate's MMIOExit counts every
-			// instruction here).
-			e.Reason, e.Errno = kvm.ExitMMIO, 0
-			e.MMIO.Addr, e.MMIO.Data, e.MMIO.Write = v.run.MMIO()
-			a = h.Exit(v, e)
-		} else {
-			var err error
-			if a, err = v.otherExit(e, errno, h); err != nil {
-				return Halt, err
-			}
+		a, err := v.otherExit(e, errno, h)
+		if err != nil {
+			return Halt, err
 		}
 		t1 := clk.now()
-		h.Exited(v, e.Reason, a.Key, t1-t0, v.origin.Add(t1))
+		h.Exited(v, e.Reason, a.Key, t1-t0, t1)
 		if a.Next != Continue {
 			return a.Next, nil
 		}
@@ -610,7 +663,7 @@ func (v *VCPU) decode(e *Exit, errno unix.Errno) error {
 	case kvm.ExitHypercall:
 		nr, flags := v.run.Hypercall()
 		fid := uint32(nr)
-		e.At = v.LastExit
+		e.At = v.LastExitTime()
 		e.Hypercall = HypercallExit{FID: fid, SMC: flags&kvm.HypercallExitSMC != 0}
 		if psci.InRange(fid) {
 			for i := 1; i <= psci.Args(fid); i++ {

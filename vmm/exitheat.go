@@ -22,6 +22,10 @@ type exitHeat struct {
 }
 
 type heatRow struct {
+	// shift is the row's vCPU origin after the heat map's: add takes
+	// offsets from the vCPU's origin (vcpu.Handler.Exited), so an exit
+	// is counted without building a time.Time.
+	shift  time.Duration
 	width  time.Duration
 	counts [runsummary.HeatBuckets]uint64
 }
@@ -34,12 +38,22 @@ func newExitHeat(origin time.Time, ncpu int) *exitHeat {
 	return h
 }
 
-// add counts one exit of vCPU id at time at.
-func (h *exitHeat) add(id int, at time.Time) {
+// setOrigin says where vCPU id's offsets (add) count from; until it is
+// called, from the heat map's origin.
+func (h *exitHeat) setOrigin(id int, origin time.Time) {
 	if h == nil || id < 0 || id >= len(h.rows) {
 		return
 	}
-	h.rows[id].add(at.Sub(h.origin))
+	h.rows[id].shift = origin.Sub(h.origin)
+}
+
+// add counts one exit of vCPU id at offset off from its origin
+// (setOrigin).
+func (h *exitHeat) add(id int, off time.Duration) {
+	if h == nil || id < 0 || id >= len(h.rows) {
+		return
+	}
+	h.rows[id].add(off + h.rows[id].shift)
 }
 
 func (r *heatRow) add(off time.Duration) {

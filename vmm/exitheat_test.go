@@ -10,19 +10,26 @@ import (
 
 // TestExitHeatConserves: however the exits are spread over time and
 // vCPUs, every exit lands in exactly one bucket of its vCPU, the bucket
-// holds its time, and the number of buckets stays bounded.
+// holds its time (counted from the heat map's origin whatever origin its
+// vCPU's offsets count from), and the number of buckets stays bounded.
 func TestExitHeatConserves(t *testing.T) {
 	origin := time.Now()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, span := range []time.Duration{time.Microsecond, 50 * time.Millisecond, 3 * time.Second, 10 * time.Minute} {
 		const ncpu = 5
 		h := newExitHeat(origin, ncpu)
+		// Each vCPU's own origin: created after the VM's, 0-4 ms apart.
+		var shift [ncpu]time.Duration
+		for id := range ncpu {
+			shift[id] = time.Duration(id) * time.Millisecond
+			h.setOrigin(id, origin.Add(shift[id]))
+		}
 		var offs [ncpu][]time.Duration
 		for i := 0; i < 2000; i++ {
 			id := rng.IntN(ncpu)
 			off := time.Duration(rng.Int64N(int64(span)))
 			offs[id] = append(offs[id], off)
-			h.add(id, origin.Add(off))
+			h.add(id, off-shift[id])
 		}
 		got := h.result()
 		if got == nil {
@@ -64,18 +71,20 @@ func TestExitHeatEmptyAndOutOfRange(t *testing.T) {
 	if h.result() != nil {
 		t.Error("a heat map without exits")
 	}
-	h.add(-1, origin)
-	h.add(2, origin)
+	h.setOrigin(2, origin)
+	h.add(-1, 0)
+	h.add(2, 0)
 	if h.result() != nil {
 		t.Error("exits of vCPUs that do not exist were counted")
 	}
-	h.add(1, origin.Add(-time.Second)) // before the origin: first bucket
+	h.add(1, -time.Second) // before the origin: first bucket
 	got := h.result()
 	if got == nil || got.Counts[1][0] != 1 || got.Counts[0][0] != 0 {
 		t.Errorf("heat %+v", got)
 	}
 	var nilHeat *exitHeat
-	nilHeat.add(0, origin)
+	nilHeat.setOrigin(0, origin)
+	nilHeat.add(0, 0)
 	if nilHeat.result() != nil {
 		t.Error("nil recorder produced a map")
 	}

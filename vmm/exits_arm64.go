@@ -31,6 +31,9 @@ func (m *VM) Entering(v *vcpu.VCPU) {
 	}
 	m.mu.Unlock()
 	m.prof.rec[v.ID].SetState(userspace.StateRunning)
+	// Exited's times are offsets from the vCPU's origin, the heat map
+	// counts from the VM's.
+	m.heat.setOrigin(v.ID, v.Origin())
 	if m.pm != nil && v.ID != 0 {
 		// A secondary was ON_PENDING since its CPU_ON. The boot CPU is
 		// ON from the start: asking would only build an error (and
@@ -67,7 +70,7 @@ func (m *VM) Exit(v *vcpu.VCPU, e *vcpu.Exit) vcpu.Action {
 }
 
 // Exited implements vcpu.Handler.
-func (m *VM) Exited(v *vcpu.VCPU, reason uint32, sub int, handle time.Duration, done time.Time) {
+func (m *VM) Exited(v *vcpu.VCPU, reason uint32, sub int, handle, done time.Duration) {
 	m.prof.record(v.ID, reason, sub, handle)
 	m.heat.add(v.ID, done)
 }

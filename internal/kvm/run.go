@@ -24,6 +24,21 @@ const (
 // thread that runs the vCPU, except ImmediateExit, which a kicker sets.
 type Run struct {
 	mem []byte
+	// reason and mmio point into mem at exit_reason and the mmio member
+	// of the exit union, set once at MapRun: ExitReason and MMIO are
+	// read on every MMIO exit, and a typed pointer spares each read the
+	// slice's bounds checks.
+	reason *uint32
+	mmio   *runMMIO
+}
+
+// runMMIO is kvm_run's mmio exit (include/uapi/linux/kvm.h: __u64
+// phys_addr; __u8 data[8]; __u32 len; __u8 is_write).
+type runMMIO struct {
+	physAddr uint64
+	data     [8]byte
+	len      uint32
+	isWrite  uint8
 }
 
 // MapRun maps the kvm_run structure of a vCPU.
@@ -36,7 +51,22 @@ func MapRun(sys *os.File, vcpu *os.File) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mmap kvm_run: %w", err)
 	}
-	return &Run{mem: mem}, nil
+	r, err := newRun(mem)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, err
+	}
+	return r, nil
+}
+
+// newRun wraps mem, a struct kvm_run (KVM_GET_VCPU_MMAP_SIZE bytes, a page
+// or more).
+func newRun(mem []byte) (*Run, error) {
+	if len(mem) < runUnion+int(unsafe.Sizeof(runMMIO{})) {
+		return nil, fmt.Errorf("mmap kvm_run: %d bytes, too small for struct kvm_run", len(mem))
+	}
+	return &Run{mem: mem, reason: (*uint32)(unsafe.Pointer(&mem[runExitReason])),
+		mmio: (*runMMIO)(unsafe.Pointer(&mem[runUnion]))}, nil
 }
 
 // Unmap releases the mapping.
@@ -45,11 +75,10 @@ func (r *Run) Unmap() error {
 		return nil
 	}
 	err := unix.Munmap(r.mem)
-	r.mem = nil
+	r.mem, r.reason, r.mmio = nil, nil, nil
 	return err
 }
 
-func (r *Run) u8(off int) *uint8   { return (*uint8)(unsafe.Pointer(&r.mem[off])) }
 func (r *Run) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
 func (r *Run) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
 
@@ -68,17 +97,13 @@ func (r *Run) SetImmediateExit(v bool) {
 }
 
 // ExitReason is kvm_run.exit_reason.
-func (r *Run) ExitReason() uint32 { return *r.u32(runExitReason) }
+func (r *Run) ExitReason() uint32 { return *r.reason }
 
 // MMIO returns the mmio exit: guest-physical address, the data buffer (len
 // bytes, to fill for a read) and whether it is a write.
 func (r *Run) MMIO() (addr uint64, data []byte, write bool) {
-	addr = *r.u64(runUnion)
-	n := *r.u32(runUnion + 16)
-	if n > 8 {
-		n = 8
-	}
-	return addr, r.mem[runUnion+8 : runUnion+8+int(n)], *r.u8(runUnion + 20) != 0
+	m := r.mmio
+	return m.physAddr, m.data[:min(m.len, uint32(len(m.data)))], m.isWrite != 0
 }
 
 // Hypercall returns the hypercall exit's function id (nr) and flags.
