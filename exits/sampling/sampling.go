@@ -40,16 +40,28 @@ type Estimator struct {
 	pending map[int]uint64
 	// exact is the exact exits per vCPU added so far.
 	exact map[int]uint64
+	// known is the exact count per vCPU of the reasons the stats fd
+	// counts itself; knownNames those reasons.
+	known      map[int]map[string]uint64
+	knownNames map[string]bool
 	// sampled is the exits the windows counted, all vCPUs.
 	sampled uint64
 }
 
+// Known reports whether reason r's count is exact (from Add's known).
+func (e *Estimator) Known(r string) bool { return e.knownNames[r] }
+
 // Add accounts one stratum: exact holds the stats fd's exits per vCPU over
-// the stratum (index = vCPU), window what the tracepoints counted per vCPU
-// and reason while its window was open (only Count is read).
-func (e *Estimator) Add(exact []uint64, window []exits.VCPUStats) {
+// the stratum (index = vCPU); known, if not nil, the reasons the stats fd
+// counts itself per vCPU (WFx from wfi_exit_stat + wfe_exit_stat, HVC64
+// from hvc_exit_stat), which are taken as they are and shared out no
+// further; window what the tracepoints counted per vCPU and reason while
+// its window was open (only Count is read). The exits not known are
+// shared out by the window's shares of the reasons not known.
+func (e *Estimator) Add(exact []uint64, known []map[string]uint64, window []exits.VCPUStats) {
 	if e.est == nil {
 		e.est, e.pending, e.exact = map[int]map[string]float64{}, map[int]uint64{}, map[int]uint64{}
+		e.known, e.knownNames = map[int]map[string]uint64{}, map[string]bool{}
 	}
 	seen := map[int][]exits.ReasonStats{}
 	for _, v := range window {
@@ -57,12 +69,27 @@ func (e *Estimator) Add(exact []uint64, window []exits.VCPUStats) {
 	}
 	for vcpu, n := range exact {
 		e.exact[vcpu] += n
+		var kn map[string]uint64
+		if vcpu < len(known) {
+			kn = known[vcpu]
+		}
+		for r, k := range kn {
+			e.knownNames[r] = true
+			if e.known[vcpu] == nil {
+				e.known[vcpu] = map[string]uint64{}
+			}
+			k = min(k, n) // a stat read a moment apart cannot exceed all exits
+			e.known[vcpu][r] += k
+			n -= k
+		}
 		e.pending[vcpu] += n
 		var total uint64
 		for _, r := range seen[vcpu] {
-			total += r.Count
+			e.sampled += r.Count
+			if !e.knownNames[r.Reason] {
+				total += r.Count
+			}
 		}
-		e.sampled += total
 		if total == 0 || e.pending[vcpu] == 0 {
 			continue
 		}
@@ -73,7 +100,9 @@ func (e *Estimator) Add(exact []uint64, window []exits.VCPUStats) {
 			e.est[vcpu] = m
 		}
 		for _, r := range seen[vcpu] {
-			m[r.Reason] += float64(r.Count) * scale
+			if !e.knownNames[r.Reason] {
+				m[r.Reason] += float64(r.Count) * scale
+			}
 		}
 		e.pending[vcpu] = 0
 	}
@@ -93,7 +122,7 @@ func (e *Estimator) Exact() uint64 {
 }
 
 // Result is the estimate per vCPU, each vCPU's counts adding up to its
-// exact exits: what is still pending is shared out by the vCPU's own
+// exact exits, the known reasons' exact: what is still pending is shared out by the vCPU's own
 // shares over the run (by the VM's where the vCPU has none, else counted
 // as Unsampled), and counts are rounded by largest remainder. Times are
 // times's (the windows' sums over the run, per vCPU and reason, with their
@@ -137,8 +166,16 @@ func (e *Estimator) Result(times []exits.VCPUStats) []exits.VCPUStats {
 				counts[Unsampled] += float64(left)
 			}
 		}
+		var exactKnown uint64
+		for _, k := range e.known[vcpu] {
+			exactKnown += k
+		}
+		rounded := roundTo(counts, e.exact[vcpu]-exactKnown)
+		for r, k := range e.known[vcpu] {
+			rounded[r] += k
+		}
 		v := exits.VCPUStats{VCPU: vcpu}
-		for r, n := range roundTo(counts, e.exact[vcpu]) {
+		for r, n := range rounded {
 			if n == 0 {
 				continue
 			}

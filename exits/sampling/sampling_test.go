@@ -56,7 +56,7 @@ func TestEstimatorStratified(t *testing.T) {
 	var exactAll uint64
 	for i, s := range strata {
 		exact, win := s.window(fractions[i])
-		e.Add(exact, win)
+		e.Add(exact, nil, win)
 		for v, m := range s {
 			if want[v] == nil {
 				want[v] = map[string]uint64{}
@@ -89,9 +89,9 @@ func TestEstimatorStratified(t *testing.T) {
 // its exact exits.
 func TestEstimatorPendingAndUnsampled(t *testing.T) {
 	var e Estimator
-	e.Add([]uint64{100, 50}, []exits.VCPUStats{{VCPU: 0, Reasons: []exits.ReasonStats{{Reason: "WFx", Count: 3}, {Reason: "IRQ", Count: 1}}}})
-	e.Add([]uint64{0, 30}, []exits.VCPUStats{{VCPU: 1, Reasons: []exits.ReasonStats{{Reason: "HVC64", Count: 2}}}})
-	e.Add([]uint64{0, 0, 7}, nil)
+	e.Add([]uint64{100, 50}, nil, []exits.VCPUStats{{VCPU: 0, Reasons: []exits.ReasonStats{{Reason: "WFx", Count: 3}, {Reason: "IRQ", Count: 1}}}})
+	e.Add([]uint64{0, 30}, nil, []exits.VCPUStats{{VCPU: 1, Reasons: []exits.ReasonStats{{Reason: "HVC64", Count: 2}}}})
+	e.Add([]uint64{0, 0, 7}, nil, nil)
 	got := counts(e.Result(nil))
 	if got[0]["WFx"] != 75 || got[0]["IRQ"] != 25 {
 		t.Errorf("vCPU 0: %v, want WFx 75 IRQ 25", got[0])
@@ -109,7 +109,7 @@ func TestEstimatorPendingAndUnsampled(t *testing.T) {
 	}
 
 	var none Estimator
-	none.Add([]uint64{5}, nil)
+	none.Add([]uint64{5}, nil, nil)
 	if g := counts(none.Result(nil)); g[0][Unsampled] != 5 {
 		t.Errorf("no samples: %v, want 5 %s", g, Unsampled)
 	}
@@ -118,7 +118,7 @@ func TestEstimatorPendingAndUnsampled(t *testing.T) {
 // Times keep the sampled mean; their count and sum follow the estimate.
 func TestEstimatorTimes(t *testing.T) {
 	var e Estimator
-	e.Add([]uint64{1000}, []exits.VCPUStats{{VCPU: 0, Reasons: []exits.ReasonStats{{Reason: "SYS64", Count: 10}}}})
+	e.Add([]uint64{1000}, nil, []exits.VCPUStats{{VCPU: 0, Reasons: []exits.ReasonStats{{Reason: "SYS64", Count: 10}}}})
 	times := []exits.VCPUStats{{VCPU: 0, Reasons: []exits.ReasonStats{{Reason: "SYS64", Count: 10,
 		GuestCount: 9, GuestSumNS: 900, GuestMinNS: 50, GuestMaxNS: 200,
 		HandleCount: 10, HandleSumNS: 3000, HandleMinNS: 100, HandleMaxNS: 900}}}}
@@ -198,7 +198,7 @@ func FuzzEstimator(f *testing.F) {
 					win = append(win, exits.VCPUStats{VCPU: v, Reasons: []exits.ReasonStats{{Reason: reasons[int(data[3])%4], Count: uint64(data[3] % 5)}}})
 				}
 			}
-			e.Add(exact, win)
+			e.Add(exact, nil, win)
 			data = data[4:]
 		}
 		for _, v := range e.Result(nil) {
@@ -211,4 +211,19 @@ func FuzzEstimator(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Reasons the stats fd counts are exact whatever the window saw, and the
+// window's shares of them do not take from the others.
+func TestEstimatorKnown(t *testing.T) {
+	var e Estimator
+	win := []exits.VCPUStats{{VCPU: 0, Reasons: []exits.ReasonStats{{Reason: "WFx", Count: 50}, {Reason: "SYS64", Count: 30}, {Reason: "IRQ", Count: 10}}}}
+	e.Add([]uint64{1000}, []map[string]uint64{{"WFx": 400}}, win)
+	got := counts(e.Result(nil))[0]
+	if got["WFx"] != 400 || got["SYS64"] != 450 || got["IRQ"] != 150 {
+		t.Errorf("got %v, want WFx 400 (exact), SYS64 450 and IRQ 150 (the other 600 by 3:1)", got)
+	}
+	if !e.Known("WFx") || e.Known("SYS64") {
+		t.Errorf("Known: WFx %v SYS64 %v, want true, false", e.Known("WFx"), e.Known("SYS64"))
+	}
 }
