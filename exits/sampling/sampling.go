@@ -338,13 +338,14 @@ type Schedule struct {
 	MinSamples uint64
 }
 
-// DefaultSchedule samples 3% of the exits in 20 ms windows (an attach and
-// detach of two raw tracepoints each, a few hundred microseconds in the
-// lab), between 1% and 25% of the time, the first 20000 sampled exits at
-// 25%. At 1.3x the unprofiled cost per attached exit (issue 20's
-// two-program floor, 1.23-1.36x) 3% of the exits cost about 1% per exit.
+// DefaultSchedule samples 2% of the exits in 10 ms windows, between 0.5%
+// and 20% of the time, the first 1000 sampled exits at 20% (a short run
+// still gets a sample; a long one pays for it once). The programs without
+// breakdown cost about 1.36x an unprofiled exit while attached (issue 20's
+// "bpf without profile extras"), so 2% of the exits add about 0.7% per
+// exit, plus the attach and detach of each window (Sampling.SwitchNS).
 func DefaultSchedule() Schedule {
-	return Schedule{Target: 0.03, Window: 20 * time.Millisecond, MinFraction: 0.01, MaxFraction: 0.25, MinSamples: 20000}
+	return Schedule{Target: 0.02, Window: 10 * time.Millisecond, MinFraction: 0.005, MaxFraction: 0.2, MinSamples: 1000}
 }
 
 // Gap is how long to stay detached after a window, given the exits sampled
