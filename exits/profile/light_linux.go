@@ -250,6 +250,14 @@ func (p *Profile) openLight() {
 		p.traceErr = fmt.Errorf("--profile=light samples with BPF programs, which the kernel refused: %w", err)
 		return
 	}
+	if !c.Raw() {
+		// Perf tracepoint programs reattach through perf_event_open,
+		// which mvm's seccomp filter refuses once the VM runs
+		// (docs/seccomp.md); raw tracepoints need one bpf(2) command.
+		c.Close()
+		p.traceErr = errors.New("--profile=light needs raw tracepoint BPF programs, which this kernel refused: " + c.Describe())
+		return
+	}
 	if err := c.Detach(); err != nil {
 		c.Close()
 		p.traceErr = fmt.Errorf("detach the BPF programs: %w", err)
