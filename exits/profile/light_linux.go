@@ -310,6 +310,6 @@ func (p *Profile) finishLight(rep *exits.Report) {
 	if exact > 0 {
 		share = 100 * float64(s.sampled) / float64(exact)
 	}
-	rep.SetSource(exits.SourceTracepoint, fmt.Sprintf("estimated: %d windows of BPF programs on kvm:kvm_exit and kvm:kvm_entry (raw tracepoints: %v), attached %s of the run, saw %d of the %d exits (%.1f%%); counts scaled by the KVM stats fd's exits per vCPU and window (WFx and HVC64 counts exact, from it), times the windows' means",
+	rep.SetSource(exits.SourceTracepoint, fmt.Sprintf("estimated: %d windows of BPF programs on kvm:kvm_exit and kvm:kvm_entry (raw tracepoints: %v), attached %s of the run, saw %d of the %d exits (%.1f%%); counts scaled by the KVM stats fd's exits per vCPU and window (WFx and HVC64 counts exact, from it), times the windows' means weighted by stratum",
 		s.windows, p.bpf.Raw(), kvmstat.FormatDuration(uint64(s.attached)), s.sampled, exact, share), nil)
 }

@@ -11,8 +11,10 @@
 // stratum's estimate; the estimates add up over the run. Stratifying by
 // time follows the boot's changing mix (a burst of SYS64 at the start, WFI
 // once idle) where one share over the whole run would weigh windows by how
-// busy they happened to be. Mean times are the windows' own (a mean needs
-// no scaling). The package makes no system calls: exits/profile feeds it.
+// busy they happened to be. Mean times are weighted the same way: each
+// window's time sums count with its stratum's scale, so a window sampled
+// at a high rate (the first ones, a quiet stretch) does not outweigh the
+// rest. The package makes no system calls: exits/profile feeds it.
 package sampling
 
 import (
@@ -46,6 +48,32 @@ type Estimator struct {
 	knownNames map[string]bool
 	// sampled is the exits the windows counted, all vCPUs.
 	sampled uint64
+	// wt is the stratum-weighted time sums per vCPU and reason.
+	wt map[int]map[string]*weighted
+}
+
+// weighted is one reason's time sums and counts, each window's scaled by
+// its stratum's factor.
+type weighted struct {
+	guestSum, guestN, handleSum, handleN float64
+}
+
+// weigh adds window reason r's times at scale.
+func (e *Estimator) weigh(vcpu int, r exits.ReasonStats, scale float64) {
+	m := e.wt[vcpu]
+	if m == nil {
+		m = map[string]*weighted{}
+		e.wt[vcpu] = m
+	}
+	w := m[r.Reason]
+	if w == nil {
+		w = &weighted{}
+		m[r.Reason] = w
+	}
+	w.guestSum += float64(r.GuestSumNS) * scale
+	w.guestN += float64(r.GuestCount) * scale
+	w.handleSum += float64(r.HandleSumNS) * scale
+	w.handleN += float64(r.HandleCount) * scale
 }
 
 // Known reports whether reason r's count is exact (from Add's known).
@@ -56,12 +84,13 @@ func (e *Estimator) Known(r string) bool { return e.knownNames[r] }
 // counts itself per vCPU (WFx from wfi_exit_stat + wfe_exit_stat, HVC64
 // from hvc_exit_stat), which are taken as they are and shared out no
 // further; window what the tracepoints counted per vCPU and reason while
-// its window was open (only Count is read). The exits not known are
+// its window was open (counts and time sums). The exits not known are
 // shared out by the window's shares of the reasons not known.
 func (e *Estimator) Add(exact []uint64, known []map[string]uint64, window []exits.VCPUStats) {
 	if e.est == nil {
 		e.est, e.pending, e.exact = map[int]map[string]float64{}, map[int]uint64{}, map[int]uint64{}
 		e.known, e.knownNames = map[int]map[string]uint64{}, map[string]bool{}
+		e.wt = map[int]map[string]*weighted{}
 	}
 	seen := map[int][]exits.ReasonStats{}
 	for _, v := range window {
@@ -88,6 +117,8 @@ func (e *Estimator) Add(exact []uint64, known []map[string]uint64, window []exit
 			e.sampled += r.Count
 			if !e.knownNames[r.Reason] {
 				total += r.Count
+			} else if r.Count > 0 {
+				e.weigh(vcpu, r, float64(kn[r.Reason])/float64(r.Count))
 			}
 		}
 		if total == 0 || e.pending[vcpu] == 0 {
@@ -102,6 +133,7 @@ func (e *Estimator) Add(exact []uint64, known []map[string]uint64, window []exit
 		for _, r := range seen[vcpu] {
 			if !e.knownNames[r.Reason] {
 				m[r.Reason] += float64(r.Count) * scale
+				e.weigh(vcpu, r, scale)
 			}
 		}
 		e.pending[vcpu] = 0
@@ -179,7 +211,7 @@ func (e *Estimator) Result(times []exits.VCPUStats) []exits.VCPUStats {
 			if n == 0 {
 				continue
 			}
-			v.Reasons = append(v.Reasons, scaleTimes(r, n, sampledTimes[vcpu][r]))
+			v.Reasons = append(v.Reasons, scaleTimes(r, n, sampledTimes[vcpu][r], e.wt[vcpu][r]))
 		}
 		exits.SortReasonStats(v.Reasons)
 		out = append(out, v)
@@ -187,19 +219,36 @@ func (e *Estimator) Result(times []exits.VCPUStats) []exits.VCPUStats {
 	return out
 }
 
-// scaleTimes is reason r with estimated count n and the sampled times t:
-// mean, minimum and maximum kept, count and sum scaled to n.
-func scaleTimes(r string, n uint64, t exits.ReasonStats) exits.ReasonStats {
+// scaleTimes is reason r with estimated count n: its mean times the
+// stratum-weighted ones of w (the windows' plain means of t where w has
+// none), minimum and maximum t's, count and sum scaled to n.
+func scaleTimes(r string, n uint64, t exits.ReasonStats, w *weighted) exits.ReasonStats {
 	s := exits.ReasonStats{Reason: r, Count: n}
+	guestMean, handleMean := mean(float64(t.GuestSumNS), float64(t.GuestCount)), mean(float64(t.HandleSumNS), float64(t.HandleCount))
+	if w != nil {
+		if w.guestN > 0 {
+			guestMean = mean(w.guestSum, w.guestN)
+		}
+		if w.handleN > 0 {
+			handleMean = mean(w.handleSum, w.handleN)
+		}
+	}
 	if t.GuestCount > 0 {
-		s.GuestCount, s.GuestSumNS = n, uint64(math.Round(float64(t.GuestSumNS)/float64(t.GuestCount)*float64(n)))
+		s.GuestCount, s.GuestSumNS = n, uint64(math.Round(guestMean*float64(n)))
 		s.GuestMinNS, s.GuestMaxNS = t.GuestMinNS, t.GuestMaxNS
 	}
 	if t.HandleCount > 0 {
-		s.HandleCount, s.HandleSumNS = n, uint64(math.Round(float64(t.HandleSumNS)/float64(t.HandleCount)*float64(n)))
+		s.HandleCount, s.HandleSumNS = n, uint64(math.Round(handleMean*float64(n)))
 		s.HandleMinNS, s.HandleMaxNS = t.HandleMinNS, t.HandleMaxNS
 	}
 	return s
+}
+
+func mean(sum, n float64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return sum / n
 }
 
 // spread adds n to counts in proportion to shares (whose sum is > 0).
@@ -338,14 +387,15 @@ type Schedule struct {
 	MinSamples uint64
 }
 
-// DefaultSchedule samples 2% of the exits in 10 ms windows, between 0.5%
+// DefaultSchedule samples 2% of the exits in 2 ms windows (many short
+// strata follow a bursty boot better than a few long ones), between 0.5%
 // and 20% of the time, the first 1000 sampled exits at 20% (a short run
 // still gets a sample; a long one pays for it once). The programs without
 // breakdown cost about 1.36x an unprofiled exit while attached (issue 20's
 // "bpf without profile extras"), so 2% of the exits add about 0.7% per
 // exit, plus the attach and detach of each window (Sampling.SwitchNS).
 func DefaultSchedule() Schedule {
-	return Schedule{Target: 0.02, Window: 10 * time.Millisecond, MinFraction: 0.005, MaxFraction: 0.2, MinSamples: 1000}
+	return Schedule{Target: 0.02, Window: 2 * time.Millisecond, MinFraction: 0.005, MaxFraction: 0.2, MinSamples: 1000}
 }
 
 // Gap is how long to stay detached after a window, given the exits sampled

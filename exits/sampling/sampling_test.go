@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -225,5 +226,26 @@ func TestEstimatorKnown(t *testing.T) {
 	}
 	if !e.Known("WFx") || e.Known("SYS64") {
 		t.Errorf("Known: WFx %v SYS64 %v, want true, false", e.Known("WFx"), e.Known("SYS64"))
+	}
+}
+
+// A window sampled at a high rate does not outweigh the others in a mean:
+// stratum 1 (100 exits, 50 sampled at 10 ns) and stratum 2 (10000 exits,
+// 10 sampled at 100 ns) give a mean near 99 ns, not the pooled 25.
+func TestEstimatorWeightedMeans(t *testing.T) {
+	var e Estimator
+	w := func(n, ns uint64) []exits.VCPUStats {
+		return []exits.VCPUStats{{VCPU: 0, Reasons: []exits.ReasonStats{{Reason: "SYS64", Count: n, GuestCount: n, GuestSumNS: n * ns, HandleCount: n, HandleSumNS: n * ns}}}}
+	}
+	e.Add([]uint64{100}, nil, w(50, 10))
+	e.Add([]uint64{10000}, nil, w(10, 100))
+	times := []exits.VCPUStats{{VCPU: 0, Reasons: []exits.ReasonStats{{Reason: "SYS64", Count: 60, GuestCount: 60, GuestSumNS: 1500, HandleCount: 60, HandleSumNS: 1500}}}}
+	r := e.Result(times)[0].Reasons[0]
+	want := (100*10 + 10000*100) / 10100.0
+	if got := float64(r.GuestSumNS) / float64(r.GuestCount); math.Abs(got-want) > 0.5 {
+		t.Errorf("guest mean %.1f, want the stratum-weighted %.1f", got, want)
+	}
+	if got := float64(r.HandleSumNS) / float64(r.HandleCount); math.Abs(got-want) > 0.5 {
+		t.Errorf("handle mean %.1f, want the stratum-weighted %.1f", got, want)
 	}
 }
