@@ -29,8 +29,13 @@ import (
 //     exits, WFx is wfi_exit_stat + wfe_exit_stat and HVC64 hvc_exit_stat,
 //     and mmio_exit_user equals the MMIO exits mvm itself counted;
 //   - every reason above 5% of the exact profile's exits has, in the light
-//     one, a count and mean guest and handling times within 10% of the
-//     exact profile's (issue 20's tolerance for the always-on mode);
+//     one, a count and mean guest time within 10% of the exact profile's
+//     (issue 20's tolerance for the always-on mode), and a mean handling
+//     time within 60%: two exact boots of this guest alone put SYS64's
+//     handling mean at 3012 and 4627 ns (instruction-time lab, 54% apart;
+//     with two lab CPUs on one instruction counter a handling interval
+//     also counts what the other CPU ran meanwhile), so 10% would test
+//     the lab's scheduling, not the sampling;
 //   - the rows say what is estimated; the exact profile's say nothing and
 //     have no sampling section.
 func TestProfileLight(t *testing.T) {
@@ -141,7 +146,7 @@ func TestProfileLight(t *testing.T) {
 		lightTotal += r.Count
 	}
 	t.Logf("exits: exact boot %d, light boot %d", total, lightTotal)
-	const tol = 0.10
+	const tol, handleTol = 0.10, 0.60
 	checked := 0
 	for _, e := range exact.RowsOf(exits.SourceTracepoint, exits.TotalVCPU) {
 		l, ok := lightRows[e.Reason]
@@ -159,9 +164,12 @@ func TestProfileLight(t *testing.T) {
 		for _, c := range []struct {
 			what       string
 			got, exact uint64
-		}{{"count", l.Count, e.Count}, {"mean guest time", l.TimeMeanNS, e.TimeMeanNS}, {"mean handling time", l.HandleMeanNS, e.HandleMeanNS}} {
-			if d := relDiff(c.got, c.exact); d > tol {
-				t.Errorf("%s %s: light %d, exact %d: off by %.1f%%, more than %.0f%%", e.Reason, c.what, c.got, c.exact, 100*d, 100*tol)
+			tol        float64
+		}{{"count", l.Count, e.Count, tol}, {"mean guest time", l.TimeMeanNS, e.TimeMeanNS, tol}, {"mean handling time", l.HandleMeanNS, e.HandleMeanNS, handleTol}} {
+			d := relDiff(c.got, c.exact)
+			t.Logf("%s %s: light %d, exact %d, %.1f%% apart", e.Reason, c.what, c.got, c.exact, 100*d)
+			if d > c.tol {
+				t.Errorf("%s %s: light %d, exact %d: off by %.1f%%, more than %.0f%%", e.Reason, c.what, c.got, c.exact, 100*d, 100*c.tol)
 			}
 		}
 	}
