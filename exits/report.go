@@ -154,11 +154,15 @@ type Report struct {
 // exits: the kvm_exit tracepoint programs attached for Windows windows,
 // AttachedNS in all, seeing SampledExits of the ExactExits the stats fd
 // counted (Target was the fraction aimed at); SwitchNS is the time spent
-// attaching, detaching and reading the maps, part of the mode's cost.
+// attaching, detaching and reading the stats fds and maps around the
+// windows (wall time of the sampling thread, waits included), AttachNS and
+// DetachNS the attach and detach calls alone.
 type Sampling struct {
 	Windows      int     `json:"windows"`
 	AttachedNS   uint64  `json:"attached_ns"`
 	SwitchNS     uint64  `json:"switch_ns"`
+	AttachNS     uint64  `json:"attach_ns"`
+	DetachNS     uint64  `json:"detach_ns"`
 	SampledExits uint64  `json:"sampled_exits"`
 	ExactExits   uint64  `json:"exact_exits"`
 	Target       float64 `json:"target_fraction"`

@@ -47,6 +47,8 @@ func BenchmarkExitFloorLight(b *testing.B) {
 		b.ReportMetric(100*float64(s.SampledExits)/float64(s.ExactExits), "light-sampled-%")
 		b.ReportMetric(float64(s.Windows), "light-windows")
 		b.ReportMetric(float64(s.SwitchNS)/1e6, "light-switch-ms")
+		b.ReportMetric(float64(s.AttachNS)/1e6, "light-attach-ms")
+		b.ReportMetric(float64(s.DetachNS)/1e6, "light-detach-ms")
 	} else {
 		b.Errorf("the light run's report has no sampling section")
 	}

@@ -51,8 +51,11 @@ type sampler struct {
 	windows   int
 	attached  time.Duration
 	switching time.Duration
-	start     time.Time
-	err       error
+	// attachT, detachT: the Reattach and Detach calls alone, parts of
+	// switching (the rest reads the stats fds and the maps).
+	attachT, detachT time.Duration
+	start            time.Time
+	err              error
 }
 
 // exitsOf is the exact counts of a stratum per vCPU: all exits, and the
@@ -149,11 +152,13 @@ func (s *sampler) window(ctx context.Context) bool {
 	if s.windows == 0 && len(p.before) == 1+len(snaps) {
 		start = p.before[1:]
 	}
+	ta := time.Now()
 	if err := p.bpf.Reattach(); err != nil {
 		s.err = err
 		return false
 	}
 	t1 := time.Now()
+	s.attachT += t1.Sub(ta)
 	s.switching += t1.Sub(t0)
 	stopped := false
 	select {
@@ -177,9 +182,11 @@ func (s *sampler) window(ctx context.Context) bool {
 // was cleared; then clears the pending pairings.
 func (s *sampler) closeWindow(startExact []*kvmstat.StatsSnapshot) error {
 	c := s.p.bpf
+	td := time.Now()
 	if err := c.Detach(); err != nil {
 		return fmt.Errorf("detach the BPF programs: %w", err)
 	}
+	s.detachT += time.Since(td)
 	a, err := c.Snapshot(s.p.vcpuOf)
 	if err != nil {
 		return err
@@ -305,6 +312,7 @@ func (p *Profile) finishLight(rep *exits.Report) {
 	}
 	exact := s.est.Exact()
 	rep.Sampling = &exits.Sampling{Windows: s.windows, AttachedNS: uint64(s.attached), SwitchNS: uint64(s.switching),
+		AttachNS: uint64(s.attachT), DetachNS: uint64(s.detachT),
 		SampledExits: s.sampled, ExactExits: exact, Target: s.sched.Target}
 	share := 0.0
 	if exact > 0 {
