@@ -4,6 +4,7 @@ package integration
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -35,7 +36,12 @@ import (
 //     handling mean at 3012 and 4627 ns (instruction-time lab, 54% apart;
 //     with two lab CPUs on one instruction counter a handling interval
 //     also counts what the other CPU ran meanwhile), so 10% would test
-//     the lab's scheduling, not the sampling;
+//     the lab's scheduling, not the sampling. The times are compared in
+//     the instruction-time lab only (MVM_LAB_TIME=insn, make lab-test
+//     LAB_TIME=insn), where issue 20 states the goal: in the wall-clock
+//     lab, whose clock moves 10-20% between runs and far more over
+//     microsecond intervals, two boots' SYS64 guest means came out 59%
+//     apart; there the times are logged and only the counts checked;
 //   - the rows say what is estimated; the exact profile's say nothing and
 //     have no sampling section.
 func TestProfileLight(t *testing.T) {
@@ -147,6 +153,10 @@ func TestProfileLight(t *testing.T) {
 	}
 	t.Logf("exits: exact boot %d, light boot %d", total, lightTotal)
 	const tol, handleTol = 0.10, 0.60
+	insnTime := os.Getenv("MVM_LAB_TIME") == "insn"
+	if !insnTime {
+		t.Logf("MVM_LAB_TIME %q, not insn: mean times logged, not compared", os.Getenv("MVM_LAB_TIME"))
+	}
 	checked := 0
 	for _, e := range exact.RowsOf(exits.SourceTracepoint, exits.TotalVCPU) {
 		l, ok := lightRows[e.Reason]
@@ -168,7 +178,7 @@ func TestProfileLight(t *testing.T) {
 		}{{"count", l.Count, e.Count, tol}, {"mean guest time", l.TimeMeanNS, e.TimeMeanNS, tol}, {"mean handling time", l.HandleMeanNS, e.HandleMeanNS, handleTol}} {
 			d := relDiff(c.got, c.exact)
 			t.Logf("%s %s: light %d, exact %d, %.1f%% apart", e.Reason, c.what, c.got, c.exact, 100*d)
-			if d > c.tol {
+			if d > c.tol && (c.what == "count" || insnTime) {
 				t.Errorf("%s %s: light %d, exact %d: off by %.1f%%, more than %.0f%%", e.Reason, c.what, c.got, c.exact, 100*d, 100*c.tol)
 			}
 		}
