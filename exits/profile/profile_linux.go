@@ -439,6 +439,12 @@ func (p *Profile) Close() {
 	if p == nil {
 		return
 	}
+	if p.light != nil && p.traceStop != nil {
+		// A run that ends without Finish (a failed start) still has its
+		// windows going: stop them before the programs are closed.
+		p.traceStop()
+		<-p.traceDone
+	}
 	if p.trace != nil {
 		p.trace.Close()
 	}
