@@ -84,7 +84,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.markers, "marker", nil, "console marker NAME=REGEX: record when a console line first matches (repeatable)")
 	fl.StringVar(&f.resultJSON, "result-json", "", "write the run's result (exit, boot phases, timeline, memory) as JSON to this file")
 	fl.StringVar(&f.report, "report", "", "write an HTML report of the run (phases, per-vCPU bring-up, exits over time, profile) to this file")
-	fl.Var(&f.profile, "profile", "profile VM exits (userspace exits, KVM stats fd, kvm_exit tracepoints) and print the report at the end; --profile=light samples the tracepoints in short windows instead (exact stats-fd counts, the other reasons estimated; cheap enough to leave on, docs/profile.md)")
+	fl.Var(&f.profile, "profile", "profile VM exits (userspace exits, KVM stats fd, kvm_exit tracepoints) and print the report at the end; --profile=light samples the tracepoints in short windows instead (exact stats-fd counts, the other reasons estimated and marked so; its cost and accuracy: docs/profile.md)")
 	fl.Lookup("profile").NoOptDefVal = "true"
 	fl.StringVar(&f.profileFormat, "profile-format", "table", "profile report format: table or json")
 	fl.StringVar(&f.profileOut, "profile-out", "", "write the profile report to this file instead of stderr")
