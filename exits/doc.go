@@ -24,6 +24,9 @@
 //
 // exits/source decides which readers a profile uses; exits/profile runs
 // them for one of mvm's VMs and exits/attach for another VMM's;
+// exits/sampling estimates the per-reason table of mvm run
+// --profile=light from windows of the BPF counters scaled by the stats
+// fd's exact exits;
 // exits/render draws the report as tables; exits/metrics exports the live
 // numbers to Prometheus. This package and the pure parts of the others
 // (parsers, aggregation, rows) make no system calls, so they test

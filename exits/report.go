@@ -85,7 +85,18 @@ type Row struct {
 	// (SMC64 only for the SMCs the VMM handled), WFx into WFI and WFE); its
 	// rows add up to Count.
 	Breakdown []BreakdownRow `json:"breakdown,omitempty"`
+	// Estimate, set by the sampled profile (mvm run --profile=light) on
+	// its tracepoint rows, says what of the row is estimated from sampled
+	// windows: EstimateCountTimes, or EstimateTimes where the count is the
+	// stats fd's exact one (WFx, HVC64). Empty: the row is measured.
+	Estimate string `json:"estimate,omitempty"`
 }
+
+// Row.Estimate values.
+const (
+	EstimateCountTimes = "count,times"
+	EstimateTimes      = "times"
+)
 
 // StatRow is one KVM binary statistic over the run.
 type StatRow struct {
@@ -134,6 +145,27 @@ type Report struct {
 	Userspace *UserspaceStart `json:"userspace_start,omitempty"`
 	// GuestCode lists the guest functions the exits came from.
 	GuestCode *GuestCode `json:"guest_code,omitempty"`
+	// Sampling describes the windows of a sampled profile
+	// (--profile=light); nil for an exact one.
+	Sampling *Sampling `json:"sampling,omitempty"`
+}
+
+// Sampling is how a sampled profile (mvm run --profile=light) saw the
+// exits: the kvm_exit tracepoint programs attached for Windows windows,
+// AttachedNS in all, seeing SampledExits of the ExactExits the stats fd
+// counted (Target was the fraction aimed at); SwitchNS is the time spent
+// attaching, detaching and reading the stats fds and maps around the
+// windows (wall time of the sampling thread, waits included), AttachNS and
+// DetachNS the attach and detach calls alone.
+type Sampling struct {
+	Windows      int     `json:"windows"`
+	AttachedNS   uint64  `json:"attached_ns"`
+	SwitchNS     uint64  `json:"switch_ns"`
+	AttachNS     uint64  `json:"attach_ns"`
+	DetachNS     uint64  `json:"detach_ns"`
+	SampledExits uint64  `json:"sampled_exits"`
+	ExactExits   uint64  `json:"exact_exits"`
+	Target       float64 `json:"target_fraction"`
 }
 
 // SetSource records a source as used (err == nil) or unavailable with err

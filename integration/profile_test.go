@@ -166,7 +166,7 @@ func TestProfileSourcesAgree(t *testing.T) {
 }
 
 // readReport decodes mvm's profile JSON as the exported report type.
-func readReport(t *testing.T, path string) *exits.Report {
+func readReport(t testing.TB, path string) *exits.Report {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

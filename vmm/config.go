@@ -92,6 +92,10 @@ type Config struct {
 	// besides counting userspace exits, and puts an exits.Report in the
 	// Result.
 	Profile bool
+	// ProfileLight, with Profile, samples the tracepoints instead of
+	// following every exit (mvm run --profile=light, exits/profile's
+	// Config.Light): exact stats fd counts, the other reasons estimated.
+	ProfileLight bool
 	// ProfileSources limits the profile to these sources (exits.Source*
 	// names); empty means every source the host allows.
 	ProfileSources []string

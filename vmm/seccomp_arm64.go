@@ -14,7 +14,7 @@ import (
 // devices, profiling sources and the metrics listener exist, and what
 // remains is running, rebooting and reporting.
 func (m *VM) sandbox() error {
-	prog, err := seccomp.Assemble(seccomp.Arch, seccomp.Run(os.Getpid()))
+	prog, err := seccomp.Assemble(seccomp.Arch, seccomp.Run(os.Getpid(), m.cfg.Profile && m.cfg.ProfileLight))
 	if err != nil {
 		return err
 	}

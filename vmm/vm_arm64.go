@@ -211,7 +211,7 @@ func (m *VM) setupProfile() error {
 		pc := profile.Config{VMFd: m.vm.Fd(), VCPUFds: fds, TIDs: tids, Sources: m.cfg.ProfileSources,
 			Layout:      profileLayout(len(m.cpus), append(m.bus.Ranges(), m.virtioRanges()...), RAMRegions(m.cfg.Memory)),
 			NoBreakdown: m.cfg.ProfilePlain,
-			VBAR:        m.guestVBAR, Via: m.cfg.ProfileVia}
+			VBAR:        m.guestVBAR, Via: m.cfg.ProfileVia, Light: m.cfg.ProfileLight}
 		if m.guestSyms != nil {
 			pc.Symbols, pc.SymbolsFile = m.guestSyms, m.cfg.GuestSymbols
 		}

@@ -205,7 +205,7 @@ func TestRunHelp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("mvm run --help: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, s := range []string{"--kernel", "--cpus", "--memory", "--initrd", "--console", "--psci", "--on-reset", "--pmu", "KVM_CAP_ARM_PMU_V3", "PL031", "--serial", "PL011", "ttyAMA0", "Example"} {
+	for _, s := range []string{"--kernel", "--cpus", "--memory", "--initrd", "--console", "--psci", "--on-reset", "--pmu", "KVM_CAP_ARM_PMU_V3", "PL031", "--serial", "PL011", "ttyAMA0", "Example", "--profile=light"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("mvm run --help does not mention %q", s)
 		}
@@ -387,6 +387,10 @@ func TestRunBadInput(t *testing.T) {
 		{"outputs and a bad --metrics-addr", []string{"run", "--kernel", k, "--metrics-addr", "notanaddr", "--console", "file:c.log",
 			"--result-json", "r.json", "--report", "r.html"}, 2, []string{"--metrics-addr"}},
 		{"--serial bogus", []string{"run", "--kernel", k, "--serial", "16550"}, 2, []string{"--serial", "16550", "pl011"}},
+		{"--profile=bogus", []string{"run", "--kernel", k, "--profile=lite"}, 2, []string{"--profile", `"lite"`, "--profile=light"}},
+		{"--profile=false with --per-vcpu", []string{"run", "--kernel", k, "--profile=false", "--per-vcpu"}, 2, []string{"need --profile"}},
+		{"--profile=light with --guest-symbols", []string{"run", "--kernel", k, "--profile=light", "--guest-symbols", in["payload.bin"]}, 2, []string{"--profile=light", "--guest-symbols"}},
+		{"--profile=light with --profile-via", []string{"run", "--kernel", k, "--profile=light", "--profile-via", "perf"}, 2, []string{"--profile=light", "--profile-via"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

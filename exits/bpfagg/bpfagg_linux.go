@@ -132,6 +132,9 @@ type Counter struct {
 	links    []link.Link
 	raw      bool
 	events   []string
+	// progEvents names the kvm event of each of progs (same order:
+	// kvm_exit first), for Reattach.
+	progEvents []string
 	// rawErr is why raw tracepoints were not used (nil if they were).
 	rawErr error
 	// esr: kvm_entry's program keys SYS64 exits from the vCPU's ESR;
@@ -357,6 +360,95 @@ func (c *Counter) attach(env progEnv, raw bool, exit *tracepoint.Format) error {
 		events = append(events, "kvm:"+p.name)
 	}
 	c.raw, c.events, c.esr = raw, events, env.esr.varID != 0
+	c.progEvents = nil
+	for _, p := range progs {
+		c.progEvents = append(c.progEvents, p.name)
+	}
+	return nil
+}
+
+// Detach stops counting: it closes the programs' links, kvm_exit's first
+// (so that an exit seen last still meets its kvm_entry while that program
+// is attached), and keeps the programs loaded and the maps as they are, so
+// that Reattach needs no verifier walk. A sampling profile (mvm run
+// --profile=light) attaches them for short windows because an attached
+// tracepoint costs on every exit whatever its program does.
+func (c *Counter) Detach() error {
+	var errs []error
+	for _, l := range c.links {
+		errs = append(errs, l.Close())
+	}
+	c.links = nil
+	return errors.Join(errs...)
+}
+
+// Reattach links the loaded programs again after Detach: kvm_entry and
+// the detail events before kvm_exit, so that the first exit counted has
+// its thread's entry time from this window. Call ClearPending between the
+// two, or the first events pair with events from before the gap.
+func (c *Counter) Reattach() error {
+	if len(c.links) > 0 {
+		return errors.New("BPF programs are attached already")
+	}
+	order := make([]int, 0, len(c.progs))
+	for i := 1; i < len(c.progs); i++ {
+		order = append(order, i)
+	}
+	order = append(order, 0)
+	for _, i := range order {
+		var l link.Link
+		var err error
+		if c.raw {
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: c.progEvents[i], Program: c.progs[i]})
+		} else {
+			l, err = link.Tracepoint("kvm", c.progEvents[i], c.progs[i], nil)
+		}
+		if err != nil {
+			_ = c.Detach()
+			return permErr("attach the BPF program to kvm:"+c.progEvents[i], err)
+		}
+		c.links = append(c.links, l)
+	}
+	return nil
+}
+
+// ClearPending forgets, while detached, every thread's last kvm_entry time
+// and the exit still waiting for its kvm_entry (already counted by
+// Snapshot, which reads it from the thread's state, so read a snapshot
+// first): after a gap the next kvm_exit would otherwise get the gap as its
+// guest time and the waiting exit the gap as its handling time. A program
+// still running when its link was closed can write one state after this;
+// that costs one exit's times, not a count.
+func (c *Counter) ClearPending() error {
+	clear := func(st *threadState) {
+		for _, w := range []*uint64{&st.Entry, &st.Exit, &st.HasGuest} {
+			(*atomic.Uint64)(unsafe.Pointer(w)).Store(0)
+		}
+	}
+	for i := range c.nSlots {
+		if p := c.slot(i); (*atomic.Uint64)(unsafe.Pointer(&p.Owner)).Load() != 0 {
+			clear(p)
+		}
+	}
+	var tid uint32
+	var st threadState
+	var tids []uint32
+	it := c.state.Iterate()
+	for it.Next(&tid, &st) {
+		tids = append(tids, tid)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read the BPF thread map: %w", err)
+	}
+	for _, tid := range tids {
+		if err := c.state.Lookup(tid, &st); err != nil {
+			continue // gone since
+		}
+		st.Entry, st.Exit, st.HasGuest = 0, 0, 0
+		if err := c.state.Put(tid, st); err != nil {
+			return fmt.Errorf("BPF thread map: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -56,6 +56,12 @@ type Config struct {
 	// Via is how the tracepoints are read: source.ViaAuto (BPF programs
 	// where the kernel allows them, else perf rings), ViaBPF or ViaPerf.
 	Via string
+	// Light samples instead (mvm run --profile=light): the BPF programs,
+	// without breakdown, attached for short windows only, their counts
+	// scaled by the stats fd's exact exits (light_linux.go). Via,
+	// NoBreakdown, Layout and Symbols are then not read; nothing live is
+	// exported from the tracepoints (Trace is nil).
+	Light bool
 }
 
 // bpfMissing is what the BPF path does not keep, for the Sources list.
@@ -99,11 +105,16 @@ type Profile struct {
 	// userspace and firstNS: from the tracepoints, after Finish.
 	userspace *exits.UserspaceStart
 	firstNS   uint64
+	// light is the sampler of a light profile (nil: exact profile).
+	light *sampler
 }
 
 // MarkUserspace tells the tracepoint phases that the guest's userspace
 // marker arrived now.
 func (p *Profile) MarkUserspace() {
+	if p != nil && p.light != nil {
+		return // no phases in a light profile
+	}
 	if p != nil && p.trace != nil {
 		p.trace.Aggregator().MarkUserspace(MonotonicNS())
 	}
@@ -116,6 +127,9 @@ func (p *Profile) MarkUserspace() {
 // calling vCPU thread is handling now: KVM has no tracepoint that carries
 // an SMC's X0 (tracepoint.DetailSMC).
 func (p *Profile) NoteSMC(fid uint32) {
+	if p != nil && p.light != nil {
+		return // no breakdown in a light profile
+	}
 	if p != nil && p.trace != nil {
 		p.trace.Aggregator().NoteSMC(unix.Gettid(), MonotonicNS(), fid)
 	}
@@ -159,6 +173,14 @@ func Open(cfg Config) *Profile {
 			}
 			p.cpuStats = append(p.cpuStats, cf)
 		}
+	}
+	if cfg.Light {
+		if !source.Wants(cfg.Sources, exits.SourceTracepoint) {
+			p.traceErr = errNotAsked
+		} else {
+			p.openLight()
+		}
+		return p
 	}
 	plan := source.Plan{Via: cfg.Via, NeedPCs: cfg.Symbols != nil}
 	if !source.Wants(cfg.Sources, exits.SourceTracepoint) {
@@ -217,7 +239,7 @@ type LiveTrace interface {
 // at each call.
 func (p *Profile) Trace() LiveTrace {
 	switch {
-	case p == nil:
+	case p == nil || p.light != nil:
 		return nil
 	case p.bpf != nil:
 		return bpfagg.Live{Counter: p.bpf, VCPUOf: p.vcpuOf, Logger: p.log}
@@ -239,6 +261,9 @@ func (p *Profile) Start() {
 		if p.before == nil {
 			p.statsErr = errors.New("reading the KVM stats fds failed")
 		}
+	}
+	if p.light != nil {
+		p.startLight()
 	}
 	if p.trace != nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -292,6 +317,10 @@ func (p *Profile) Finish(snaps []userspace.RecorderSnapshot) *exits.Report {
 	}
 	userspace.AddTo(rep, snaps)
 	p.addStats(rep)
+	if p.light != nil {
+		p.finishLight(rep)
+		return rep
+	}
 	if p.bpf != nil {
 		p.addBPF(rep, snaps)
 		return rep
@@ -409,6 +438,12 @@ func anyExits(snaps []userspace.RecorderSnapshot) bool {
 func (p *Profile) Close() {
 	if p == nil {
 		return
+	}
+	if p.light != nil && p.traceStop != nil {
+		// A run that ends without Finish (a failed start) still has its
+		// windows going: stop them before the programs are closed.
+		p.traceStop()
+		<-p.traceDone
 	}
 	if p.trace != nil {
 		p.trace.Close()

@@ -110,7 +110,11 @@ func (r table) tableTitle(src, vcpu string) string {
 		if r.PerfTime == exits.GuestTime.String() {
 			basis = "Time = guest time before the exit, kvm_entry -> kvm_exit (perf kvm stat on arm64)"
 		}
-		return fmt.Sprintf("VM exits from tracepoints, %s (%s). %s; Handle = kvm_exit -> next kvm_entry.", who, r.Arch, basis)
+		title := fmt.Sprintf("VM exits from tracepoints, %s (%s). %s; Handle = kvm_exit -> next kvm_entry.", who, r.Arch, basis)
+		if s := r.Sampling; s != nil {
+			title += fmt.Sprintf("\nEstimated from %d sampled windows (%d of %d exits seen), scaled by the KVM stats fd's exact exits: the Estimated column says what of each row is an estimate.", s.Windows, s.SampledExits, s.ExactExits)
+		}
+		return title
 	default:
 		return fmt.Sprintf("Userspace exits, %s. Time = handling time in the VMM, KVM_RUN return -> next KVM_RUN.", who)
 	}
@@ -118,7 +122,7 @@ func (r table) tableTitle(src, vcpu string) string {
 
 func writeRows(w *errWriter, rows []exits.Row) {
 	var n, t uint64
-	width, pcts := len("Event name"), false
+	width, pcts, est := len("Event name"), false, false
 	for _, row := range rows {
 		n += row.Count
 		t += row.TimeNS
@@ -127,6 +131,7 @@ func writeRows(w *errWriter, rows []exits.Row) {
 			width = max(width, len(b.Key)+2)
 		}
 		pcts = pcts || row.Percentiles != nil
+		est = est || row.Estimate != ""
 	}
 	// The table is right-aligned but for the names, padded here so that
 	// breakdown rows show indented under their reason. Right-aligned
@@ -139,6 +144,9 @@ func writeRows(w *errWriter, rows []exits.Row) {
 	if pcts {
 		fmt.Fprintf(tw, "Guest p50/p90/p99 (ns)\tHandle p50/p90/p99 (ns)\t")
 	}
+	if est {
+		fmt.Fprintf(tw, "Estimated\t")
+	}
 	fmt.Fprintln(tw)
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t",
@@ -146,6 +154,9 @@ func writeRows(w *errWriter, rows []exits.Row) {
 			row.TimeMeanNS, row.TimeMinNS, row.TimeMaxNS, row.HandleMeanNS)
 		if pcts {
 			fmt.Fprintf(tw, "%s\t%s\t", pctCell(row.Percentiles, true), pctCell(row.Percentiles, false))
+		}
+		if est {
+			fmt.Fprintf(tw, "%s\t", cmp.Or(row.Estimate, "-"))
 		}
 		fmt.Fprintln(tw)
 		// Breakdown rows: Sample% and Time% of their reason.

@@ -100,3 +100,54 @@ func TestTableUnchangedStats(t *testing.T) {
 		t.Errorf("the vCPUs' changed stats lost their table:\n%s", out)
 	}
 }
+
+// A sampled profile's tracepoint table says so in its title and marks
+// each row's estimate; a measured one has neither.
+func TestTableEstimated(t *testing.T) {
+	rep := exitstest.Report()
+	var plain bytes.Buffer
+	if err := render.Table(&plain, rep, render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rep.Sampling = &exits.Sampling{Windows: 7, SampledExits: 40, ExactExits: 1000}
+	n := 0
+	for i := range rep.Rows {
+		if rep.Rows[i].Source == exits.SourceTracepoint {
+			rep.Rows[i].Estimate = exits.EstimateCountTimes
+			if rep.Rows[i].Reason == "HVC64" {
+				rep.Rows[i].Estimate = exits.EstimateTimes
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("the sample report has no tracepoint rows")
+	}
+	var buf bytes.Buffer
+	if err := render.Table(&buf, rep, render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "Estimated from 7 sampled windows (40 of 1000 exits seen)") {
+		t.Errorf("no sampling line in the title:\n%s", out)
+	}
+	var hvc, dabt string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "HVC64" {
+			hvc = f[len(f)-1]
+		}
+		if len(f) > 0 && f[0] == "DABT_LOW" {
+			dabt = f[len(f)-1]
+		}
+	}
+	if hvc != exits.EstimateTimes || dabt != exits.EstimateCountTimes {
+		t.Errorf("Estimated column: HVC64 %q, DABT_LOW %q; want %q, %q:\n%s", hvc, dabt, exits.EstimateTimes, exits.EstimateCountTimes, out)
+	}
+	if strings.Contains(plain.String(), "Estimated") {
+		t.Errorf("a measured profile mentions estimates:\n%s", plain.String())
+	}
+	if strings.Contains(out, " \n") {
+		t.Errorf("trailing blanks:\n%q", out)
+	}
+}

@@ -18,8 +18,10 @@ const Arch = unix.AUDIT_ARCH_AARCH64
 // added to the run path (a device thread's, a new profiler's) goes here
 // and there. Setup (opening /dev/kvm, creating the VM, perf_event_open,
 // binding the metrics socket, mounting tracefs) happens before the filter
-// and needs none of its calls.
-func Run(pid int) []Rule {
+// and needs none of its calls. sampled is set for mvm run --profile=light,
+// whose windows attach and detach mvm's loaded BPF programs while the VM
+// runs.
+func Run(pid int, sampled bool) []Rule {
 	ioctls := append(kvm.RunRequests(),
 		unix.PERF_EVENT_IOC_ENABLE, unix.PERF_EVENT_IOC_DISABLE, // profiler start/stop
 		unix.TCGETS, unix.TCSETS, // the terminal restored at the end (x/term)
@@ -90,7 +92,7 @@ func Run(pid int) []Rule {
 		// The BPF exit counters' maps, read at the end and per metrics
 		// scrape (by key: BPF_MAP_GET_NEXT_KEY, BPF_MAP_LOOKUP_ELEM);
 		// loading programs or creating maps stays refused.
-		AllowIf("bpf", unix.SYS_BPF, 0, ^uint32(0), unix.BPF_MAP_LOOKUP_ELEM, unix.BPF_MAP_GET_NEXT_KEY),
+		AllowIf("bpf", unix.SYS_BPF, 0, ^uint32(0), bpfCommands(sampled)...),
 		// virtio-blk: guest requests on the disk image, flushes.
 		Allow("preadv", unix.SYS_PREADV),
 		Allow("pwritev", unix.SYS_PWRITEV),
@@ -116,4 +118,18 @@ func Run(pid int) []Rule {
 		Allow("wait4", unix.SYS_WAIT4),
 		Allow("pidfd_send_signal", unix.SYS_PIDFD_SEND_SIGNAL),
 	}
+}
+
+// bpfCommands are the bpf(2) commands of the run: reading the counters'
+// maps; with a sampled profile also attaching a program mvm loaded during
+// setup to a raw tracepoint (BPF_RAW_TRACEPOINT_OPEN: a program fd in, a
+// link fd out, closed to detach) and clearing a thread's pairing times
+// in the thread map (BPF_MAP_UPDATE_ELEM on mvm's own map). Loading
+// programs and creating maps stay refused either way.
+func bpfCommands(sampled bool) []uint32 {
+	cmds := []uint32{unix.BPF_MAP_LOOKUP_ELEM, unix.BPF_MAP_GET_NEXT_KEY}
+	if sampled {
+		cmds = append(cmds, unix.BPF_RAW_TRACEPOINT_OPEN, unix.BPF_MAP_UPDATE_ELEM)
+	}
+	return cmds
 }
