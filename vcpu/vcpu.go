@@ -548,28 +548,14 @@ func stopped(stop <-chan struct{}) bool {
 // before stop is polled, so a kick that lands after the poll sets it
 // again and the next KVM_RUN returns at once.
 //
-// That re-entry after an MMIO exit is also the only KVM_RUN made with
-// RawSyscall, without telling the Go scheduler (entersyscall and
-// exitsyscall, about 250 instructions of each round trip in the
-// instruction-time lab, docs/boot-phases.md). The runtime's rule is that
-// a raw call must not block, because its goroutine keeps its P (the right
-// to run Go code) while in the kernel, and a KVM_RUN can: a guest that
-// computes or waits in WFI after the access stays in it. What bounds that
-// here: (1) mvm runs with GOMAXPROCS at least vCPUs + 2 (vmm.New), so a P
-// held by every vCPU still leaves two for the device, timer and runtime
-// goroutines, and none waits for a vCPU's P; (2) the runtime's sysmon
-// preempts a goroutine that has held its P for 10 ms (forcePreemptNS) with
-// a signal, which ends the KVM_RUN with EINTR like a kick; that exit comes
-// to the outer loop, and every KVM_RUN after an exit that is not MMIO
-// (EINTR included) is a plain Syscall, which gives the P back while in
-// the guest. So a vCPU holds its P in the guest for at most about 10 ms
-// after its last MMIO exit, and a busy MMIO stream costs at most one extra
-// INTR exit (and a reschedule of the vCPU's goroutine) per 10 ms of the
-// vCPU's time, as any goroutine that runs 10 ms without yielding is
-// preempted; a stop-the-world pause or a stack scan reaches such a vCPU by
-// the same signal. A goroutine in a plain Syscall is never signalled by
-// sysmon (runtime/proc.go, preemptone), which at most hands its P to
-// another thread.
+// Every KVM_RUN is a plain Syscall, which gives the goroutine's P back
+// while the vCPU is in the guest. A RawSyscall re-entry after an MMIO exit
+// saved about 250 instructions per round trip (entersyscall/exitsyscall,
+// instruction-time lab: MMIOExit 1.055 -> 1.025), but a raw call keeps
+// its P, and mvm runs with asyncpreemptoff=1 (cmd/mvm, runtimeSettings):
+// no preemption signal then ends a KVM_RUN whose guest waits in WFI, so
+// the garbage collector's stop-the-world waited for that vCPU forever (a
+// 4-vCPU Linux boot with a metrics scraper hung in the lab).
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 	clk := &v.clock
 	clk.anchor()
@@ -579,9 +565,10 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		if stopped(stop) {
 			return Halt, nil
 		}
+		var errno unix.Errno
 		var t0 time.Duration
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
 		for {
+			_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
 			t0 = clk.now()
 			v.lastExitNS.Store(int64(t0))
 			if errno != 0 || v.run.ExitReason() != kvm.ExitMMIO {
@@ -600,8 +587,6 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			if a.Next != Continue {
 				return a.Next, nil
 			}
-			// Without entersyscall/exitsyscall: see runGuest's doc.
-			_, _, errno = unix.RawSyscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
 		}
 		if v.inspect.Load() != nil {
 			// Any exit will do: the kick's EINTR, or a natural exit
