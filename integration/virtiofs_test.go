@@ -173,12 +173,17 @@ func TestVirtioFSBadInput(t *testing.T) {
 		{"dup-tag", "tag \"a\" is given twice", []string{"--virtiofsd", bin, "--share", dir + ",tag=a", "--share", t.TempDir() + ",tag=a"}},
 		{"dup-at", "given twice", []string{"--virtiofsd", bin, "--share", dir + ",at=/x", "--share", t.TempDir() + ",at=/x"}},
 		{"bad-option", "unknown option", []string{"--virtiofsd", bin, "--share", dir + ",rx"}},
-		{"writable-unprivileged", "root", []string{"--virtiofsd", bin, "--share", publicDir(t)}},
+		// Without root a writable share needs a user namespace for
+		// virtiofsd's sandbox (TestVirtioFS has one); on a host that
+		// refuses them (here: user.max_user_namespaces=0 for the subtest)
+		// it is bad input.
+		{"writable-unprivileged-no-userns", "user namespace", []string{"--virtiofsd", bin, "--share", publicDir(t)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var setup func(*exec.Cmd)
-			if c.name == "writable-unprivileged" {
+			if c.name == "writable-unprivileged-no-userns" {
 				setup = asNobody
+				noUserNamespaces(t)
 			}
 			r := mvmCmd(t, 30*time.Second, setup, append([]string{"run", "--kernel", kernel}, c.args...)...)
 			oneLineError(t, r, 2, c.want)
@@ -268,5 +273,24 @@ func kvmForNobody(t *testing.T) {
 	t.Cleanup(func() {
 		os.Chown("/dev/kvm", int(sys.Uid), int(sys.Gid))
 		os.Chmod("/dev/kvm", st.Mode().Perm())
+	})
+}
+
+// noUserNamespaces sets user.max_user_namespaces to 0 until the test ends,
+// so that no process can make a user namespace.
+func noUserNamespaces(t *testing.T) {
+	t.Helper()
+	const knob = "/proc/sys/user/max_user_namespaces"
+	old, err := os.ReadFile(knob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(knob, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(knob, old, 0o644); err != nil {
+			t.Errorf("restore %s: %v", knob, err)
+		}
 	})
 }
