@@ -73,7 +73,6 @@ func WriteJUnit(w io.Writer, r *Report) error {
 		s := junitSuite{
 			Name:      fmt.Sprintf("mvm bench %s", vcpus(n)),
 			Timestamp: r.Started.UTC().Format("2006-01-02T15:04:05"),
-			Time:      "0",
 		}
 		s.Properties = append(s.Properties,
 			junitProperty{"test", an.Test},
@@ -108,7 +107,6 @@ func WriteJUnit(w io.Writer, r *Report) error {
 				Error: &junitProblem{Message: oneLine(f.Error), Type: "run failed", Text: f.Error},
 			})
 		}
-		var total float64
 		for _, c := range s.Cases {
 			switch {
 			case c.Failure != nil:
@@ -117,6 +115,7 @@ func WriteJUnit(w io.Writer, r *Report) error {
 				s.Errors++
 			}
 		}
+		var total float64 // the suite's time: its runs' process wall time
 		for _, run := range r.Runs {
 			if run.CPUs == n {
 				total += float64(run.PhasesNS[PhaseProcessWall])
