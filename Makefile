@@ -53,8 +53,9 @@ HOST_ARCH := $(shell uname -m)
 NATIVE    := $(if $(and $(filter aarch64 arm64,$(HOST_ARCH)),$(wildcard /dev/kvm)),yes,)
 
 # Kernel modules from the lab kernel's package (lab/fetch.sh keeps them
-# decompressed): the guests' virtio drivers, and tun for the lab machine.
-MODULES   := virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun
+# decompressed): the guests' virtio drivers, overlay for command mode's
+# --overlay, and tun for the lab machine.
+MODULES   := virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun overlay
 MODULE_FILES := $(patsubst %,$(CACHE)/modules/%.ko,$(MODULES))
 # The ext4 root image of the virtio tests, made on this host with mkfs.ext4 -d.
 ROOTFS    := $(OUT)/lab/root.ext4
