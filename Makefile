@@ -19,7 +19,7 @@ LAB_SKIP  ?=
 # between the two labs, some functional tests that boot Linux several times
 # and time nothing (a guest's sleep or mvm's --timeout costs no host time
 # there either). That lab runs on one host thread, beside the wall-clock lab.
-INSN_TESTS := ^(TestBenchAB|TestBenchCPUs|TestLinuxBoot|TestKernelFormats|TestCommandModeEnds|TestProfileLight)$$
+INSN_TESTS := ^(TestBenchAB|TestBenchCPUs|TestLinuxBoot|TestKernelFormats|TestCommandModeEnds|TestCommandModeBench|TestProfileLight)$$
 # LAB_CPU=MODEL: the lab machine's QEMU CPU model (lab -cpu; default max),
 # e.g. neoverse-n1 for a host without FEAT_S2FWB.
 LAB_CPU   ?=
