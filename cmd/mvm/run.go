@@ -221,7 +221,12 @@ names, or /lib/modules/RELEASE. mvm's exit status is CMD's: its code,
 128+N when killed by signal N, 127 not found, 126 not executable, 124 on
 --timeout, 255 when the guest died without a status (kernel panic), 125
 when mvm fails or is given bad input (one line; a kernel lacking what
-command mode needs is named by its CONFIG_ options). Nothing after --, on
+command mode needs is named by its CONFIG_ options). --rootfs DIR makes
+another tree the guest's root instead of / (it needs /proc, /sys and /dev
+directories); --overlay DIR puts a writable tmpfs overlay over a directory
+of the guest's root (writes succeed in the guest, the host's directory is
+unchanged, the changes are dropped at exit; needs CONFIG_OVERLAY_FS, the
+overlay module is loaded like the others). Nothing after --, on
 a terminal, is an interactive $SHELL on a terminal of the guest's (job
 control, the window size passed on).
 
@@ -271,6 +276,7 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vm
 		Example: `  # Run a command in the kernel just built, on this host's files:
   mvm run --kernel arch/arm64/boot/Image -- uname -r
   echo data | mvm run --kernel Image --cpus 4 --timeout 5m -- sha256sum
+  mvm run --kernel Image --rootfs ~/roots/debian --overlay /var -- apt-get check
 
   # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \
