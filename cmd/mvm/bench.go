@@ -394,6 +394,11 @@ func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Repor
 		}
 	}
 	if len(f.command) > 0 {
+		rootfs, _ := fl.GetString("rootfs")
+		overlays, _ := fl.GetStringArray("overlay")
+		if _, _, err := commandRoot(rootfs, overlays); err != nil {
+			return nil, err
+		}
 		for _, v := range vs {
 			if v.Settings.Initrd != "" {
 				return nil, usageError{fmt.Errorf("variant %s: an initrd cannot be used with a command: mvm builds the guest's initramfs itself (drop --initrd / initrd=, or the command after --)", v.Name)}

@@ -509,6 +509,8 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--kernel", k, "--initrd", k, "--", "true"}, "initrd cannot be used with a command"},
 		{[]string{"--kernel", k, "--variant", "B:initrd=" + k, "--", "true"}, "variant B: an initrd"},
 		{[]string{"--kernel", k, "--rootfs", "/"}, "--rootfs is for command mode"},
+		{[]string{"--kernel", k, "--rootfs", filepath.Join(t.TempDir(), "none"), "--", "true"}, "--rootfs"},
+		{[]string{"--kernel", k, "--overlay", k, "--", "true"}, "not a directory"},
 		{[]string{"--kernel", k, "--overlay", "/usr"}, "--overlay is for command mode"},
 		{[]string{"--from", "x.json", "--", "true"}, "drop the command"},
 	}

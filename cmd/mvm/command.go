@@ -100,36 +100,9 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag, rootfs string, over
 	if cfg.OnReset != vmm.ResetExit {
 		return usageError{errors.New("--on-reset reboot cannot be used with a command: a guest reset ends the command")}
 	}
-	rootDir := "/"
-	if rootfs != "" {
-		st, err := os.Stat(rootfs)
-		if err != nil {
-			return usageError{fmt.Errorf("--rootfs %s: %w: give a directory tree for the guest's root", rootfs, unwrapPath(err))}
-		}
-		if !st.IsDir() {
-			return usageError{fmt.Errorf("--rootfs %s is not a directory: give a directory tree for the guest's root", rootfs)}
-		}
-		if rootDir, err = filepath.Abs(rootfs); err != nil {
-			return usageError{fmt.Errorf("--rootfs %s: %w", rootfs, err)}
-		}
-		// The init moves its /proc, /sys and /dev onto the new root: it
-		// cannot make the directories in a read-only share.
-		for _, d := range []string{"proc", "sys", "dev"} {
-			if st, err := os.Stat(filepath.Join(rootDir, d)); err != nil || !st.IsDir() {
-				return usageError{fmt.Errorf("--rootfs %s has no /%s directory: the guest's root needs /proc, /sys and /dev (empty directories will do)", rootfs, d)}
-			}
-		}
-	}
-	var lowers []string
-	for _, o := range overlays {
-		at, err := overlayPath(rootDir, o)
-		if err != nil {
-			return usageError{err}
-		}
-		if slices.Contains(lowers, at) {
-			return usageError{fmt.Errorf("--overlay %s is given twice", o)}
-		}
-		lowers = append(lowers, at)
+	rootDir, lowers, err := commandRoot(rootfs, overlays)
+	if err != nil {
+		return err
 	}
 	root := vmm.Share{HostDir: rootDir, At: "/", Tag: cmdmode.RootTag, ReadOnly: true}
 	var mounts []cmdmode.GuestMount
@@ -245,6 +218,44 @@ func (c *commandRun) modules(cfg *vmm.Config, flag string, overlay bool) ([]cmdm
 		return nil, nil
 	}
 	return findModules(dir, names)
+}
+
+// commandRoot checks --rootfs and --overlay (mvm run and mvm bench, before
+// anything starts) and returns the guest root's host directory and the
+// overlays' guest paths.
+func commandRoot(rootfs string, overlays []string) (string, []string, error) {
+	rootDir := "/"
+	if rootfs != "" {
+		st, err := os.Stat(rootfs)
+		if err != nil {
+			return "", nil, usageError{fmt.Errorf("--rootfs %s: %w: give a directory tree for the guest's root", rootfs, unwrapPath(err))}
+		}
+		if !st.IsDir() {
+			return "", nil, usageError{fmt.Errorf("--rootfs %s is not a directory: give a directory tree for the guest's root", rootfs)}
+		}
+		if rootDir, err = filepath.Abs(rootfs); err != nil {
+			return "", nil, usageError{fmt.Errorf("--rootfs %s: %w", rootfs, err)}
+		}
+		// The init moves its /proc, /sys and /dev onto the new root: it
+		// cannot make the directories in a read-only share.
+		for _, d := range []string{"proc", "sys", "dev"} {
+			if st, err := os.Stat(filepath.Join(rootDir, d)); err != nil || !st.IsDir() {
+				return "", nil, usageError{fmt.Errorf("--rootfs %s has no /%s directory: the guest's root needs /proc, /sys and /dev (empty directories will do)", rootfs, d)}
+			}
+		}
+	}
+	var lowers []string
+	for _, o := range overlays {
+		at, err := overlayPath(rootDir, o)
+		if err != nil {
+			return "", nil, usageError{err}
+		}
+		if slices.Contains(lowers, at) {
+			return "", nil, usageError{fmt.Errorf("--overlay %s is given twice", o)}
+		}
+		lowers = append(lowers, at)
+	}
+	return rootDir, lowers, nil
 }
 
 // overlayPath checks an --overlay DIR against the guest's root (the
