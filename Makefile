@@ -19,7 +19,7 @@ LAB_SKIP  ?=
 # between the two labs, some functional tests that boot Linux several times
 # and time nothing (a guest's sleep or mvm's --timeout costs no host time
 # there either). That lab runs on one host thread, beside the wall-clock lab.
-INSN_TESTS := ^(TestBenchAB|TestBenchCPUs|TestLinuxBoot|TestKernelFormats|TestCommandModeEnds|TestProfileLight)$$
+INSN_TESTS := ^(TestBenchAB|TestBenchCPUs|TestLinuxBoot|TestKernelFormats|TestCommandModeEnds|TestCommandModeBench|TestProfileLight)$$
 # LAB_CPU=MODEL: the lab machine's QEMU CPU model (lab -cpu; default max),
 # e.g. neoverse-n1 for a host without FEAT_S2FWB.
 LAB_CPU   ?=
@@ -53,8 +53,9 @@ HOST_ARCH := $(shell uname -m)
 NATIVE    := $(if $(and $(filter aarch64 arm64,$(HOST_ARCH)),$(wildcard /dev/kvm)),yes,)
 
 # Kernel modules from the lab kernel's package (lab/fetch.sh keeps them
-# decompressed): the guests' virtio drivers, and tun for the lab machine.
-MODULES   := virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun
+# decompressed): the guests' virtio drivers, overlay for command mode's
+# --overlay, and tun for the lab machine.
+MODULES   := virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun overlay
 MODULE_FILES := $(patsubst %,$(CACHE)/modules/%.ko,$(MODULES))
 # The ext4 root image of the virtio tests, made on this host with mkfs.ext4 -d.
 ROOTFS    := $(OUT)/lab/root.ext4

@@ -33,6 +33,12 @@ type Exec struct {
 	Log      *slog.Logger
 	// Starting, when set, is called as each job starts.
 	Starting func(Job)
+	// Command, when set, is run in the guest by every run (after --: mvm
+	// run's command mode), and CommandExit says what a run's non-zero
+	// exit status means there: CMD's own status, or mvm's (it failed,
+	// timed out, the guest died), which command mode keeps apart.
+	Command     []string
+	CommandExit func(code int) string
 }
 
 // stopGrace is how long a run may take to stop after SIGTERM (it writes
@@ -58,6 +64,9 @@ func (b *Exec) Run(ctx context.Context, job Job) Run {
 	args := RunArgs(v.Settings, job.CPUs, b.Quiet)
 	args = append(args, "--console", console, "--result-json", res)
 	args = append(args, b.Common...)
+	if len(b.Command) > 0 {
+		args = append(append(args, "--"), b.Command...)
+	}
 	r := Run{Args: args}
 
 	rctx, cancel := context.WithTimeout(ctx, b.Timeout)
@@ -109,6 +118,13 @@ func (b *Exec) Run(ctx context.Context, job Job) Run {
 		if killedBySIGSYS(cmd.ProcessState) {
 			// The seccomp filter killed the run: say so, it prints nothing.
 			r.Error = "killed by SIGSYS: a system call outside mvm's seccomp allow-list (docs/seccomp.md; dmesg names it)"
+		} else if len(b.Command) > 0 && r.ExitCode > 0 && b.CommandExit != nil {
+			// Not a timing sample: the command's status (or why mvm
+			// ended), then the end of what it wrote to stderr.
+			r.Error = b.CommandExit(r.ExitCode)
+			if tail := strings.TrimSpace(stderr.String()); tail != "" {
+				r.Error += ": " + tail
+			}
 		} else if r.Error == "" {
 			r.Error = err.Error()
 		} else if r.ExitCode > 0 {

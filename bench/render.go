@@ -27,6 +27,8 @@ func PhaseDescription(p string) string {
 		return "first KVM_RUN -> kernel console line 'smp: Brought up'"
 	case runsummary.PhaseKernelToUser:
 		return "first KVM_RUN -> userspace boot marker (0x41 at 0x09010000)"
+	case runsummary.PhaseCommand:
+		return "command mode's init start (userspace boot marker) -> CMD's exit status in"
 	case runsummary.PhaseTotal:
 		return "mvm process start -> VM exit"
 	case PhaseProcessWall:
@@ -165,6 +167,9 @@ func writeHeader(w io.Writer, r *Report) {
 		fmt.Fprintf(w, " %s", r.Host.Kernel)
 	}
 	fmt.Fprintf(w, ", %d CPUs\n", r.Host.CPUs)
+	if len(r.Config.Command) > 0 {
+		fmt.Fprintf(w, "command: %s\n", strings.Join(r.Config.Command, " "))
+	}
 	width := 0
 	for _, v := range r.Config.Variants {
 		width = max(width, len(v.Name))

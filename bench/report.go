@@ -38,8 +38,12 @@ type Config struct {
 	Quiet   bool   `json:"quiet"`
 	Timeout string `json:"timeout"`
 	// CommonArgs are mvm run flags given to every run (--marker, ...).
-	CommonArgs []string  `json:"common_args,omitempty"`
-	Variants   []Variant `json:"variants"`
+	CommonArgs []string `json:"common_args,omitempty"`
+	// Command is the command every run times in the guest (mvm bench ...
+	// -- CMD: each run is mvm run ... -- CMD); empty when runs boot the
+	// kernel and initrd themselves.
+	Command  []string  `json:"command,omitempty"`
+	Variants []Variant `json:"variants"`
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -115,6 +115,10 @@ func (in *guestInit) run() {
 		in.fail(ExitMVM, "%s", MissingMessage(missing))
 		return
 	}
+	if len(in.cfg.Overlays) > 0 && !hasFilesystem(hostProbe{}, "overlay") {
+		in.fail(ExitMVM, "the guest kernel lacks %s: --overlay needs it, built in or as a module (--modules DIR, or /lib/modules/RELEASE on the host)", OverlayDriver.Config)
+		return
+	}
 	var stdio [3]*os.File
 	for i, p := range []struct {
 		name string
@@ -222,6 +226,17 @@ func MissingMessage(configs []string) string {
 	return fmt.Sprintf("the guest kernel lacks %s: command mode needs them, built in or as modules (--modules DIR, or /lib/modules/RELEASE on the host)", strings.Join(configs, ", "))
 }
 
+// hasFilesystem reports whether /proc/filesystems lists fs.
+func hasFilesystem(p Probe, fs string) bool {
+	for _, line := range strings.Split(p.Filesystems(), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[len(f)-1] == fs {
+			return true
+		}
+	}
+	return false
+}
+
 func hasConfig(list []string, c string) bool {
 	for _, x := range list {
 		if x == c {
@@ -285,6 +300,11 @@ func (in *guestInit) switchRoot() error {
 			return fmt.Errorf("mount tmpfs on %s: %w", d, err)
 		}
 	}
+	for i, d := range in.cfg.Overlays {
+		if err := mountOverlay(nr+d, fmt.Sprintf("/mvm/overlay/%d", i)); err != nil {
+			return fmt.Errorf("--overlay %s: %w", d, err)
+		}
+	}
 	for _, s := range in.cfg.Shares {
 		var flags uintptr
 		if s.ReadOnly {
@@ -316,6 +336,39 @@ func (in *guestInit) switchRoot() error {
 		return fmt.Errorf("chroot: %w", err)
 	}
 	return unix.Chdir("/")
+}
+
+// mountOverlay puts a writable overlay over dir: the read-only directory
+// is the lower layer, the upper and work directories are on a tmpfs of
+// their own at scratch in the initramfs (they must be on one file system,
+// Documentation/filesystems/overlayfs.rst), which nothing in the guest's
+// root can reach, so the changes go when the guest does.
+func mountOverlay(dir, scratch string) error {
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+		return fmt.Errorf("mount its tmpfs: %w", err)
+	}
+	upper, work := scratch+"/upper", scratch+"/work"
+	for _, d := range []string{upper, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	// The upper directory's root takes the lower's owner and mode, so
+	// that writing to it is allowed to whoever the host allows.
+	if st, err := os.Stat(dir); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			os.Chown(upper, int(sys.Uid), int(sys.Gid))
+		}
+		os.Chmod(upper, st.Mode().Perm()|st.Mode()&(fs.ModeSticky))
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", dir, upper, work)
+	if err := unix.Mount("overlay", dir, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount overlay (%s): %w", opts, err)
+	}
+	return nil
 }
 
 // runCommand starts the command as the host's user in its working

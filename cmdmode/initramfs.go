@@ -34,6 +34,9 @@ type GuestConfig struct {
 	Tmpfs []string `json:"tmpfs"`
 	// Shares are further virtio-fs shares to mount.
 	Shares []GuestMount `json:"shares,omitempty"`
+	// Overlays are directories of the root that get a writable tmpfs
+	// overlay (--overlay), mounted after Tmpfs and before Shares.
+	Overlays []string `json:"overlays,omitempty"`
 	// Modules are initramfs paths of the modules to load, in order.
 	Modules []string `json:"modules,omitempty"`
 	// TTY: the command (an interactive shell) gets a terminal in the

@@ -28,6 +28,11 @@ var Drivers = []Driver{
 	{Module: "virtiofs", Config: "CONFIG_VIRTIO_FS"},
 }
 
+// OverlayDriver is what --overlay needs besides the Drivers: overlayfs
+// (Documentation/filesystems/overlayfs.rst), a module in distribution
+// kernels (Debian's overlay.ko).
+var OverlayDriver = Driver{Module: "overlay", Config: "CONFIG_OVERLAY_FS"}
+
 // Driver is one kernel driver the init needs.
 type Driver struct {
 	Module string // module name (modules.dep's spelling, '-' as '_')

@@ -34,8 +34,13 @@ func benchRun(t *testing.T, timeout, runTimeout time.Duration, args ...string) (
 	dir := t.TempDir()
 	js := filepath.Join(dir, "report.json")
 	con := filepath.Join(dir, "console")
-	args = append([]string{"bench"}, args...)
-	args = append(args, "--json", js, "--console-dir", con, "--timeout", runTimeout.String())
+	own := []string{"--json", js, "--console-dir", con, "--timeout", runTimeout.String()}
+	// Before a command to time (-- CMD), which takes everything after --.
+	if i := slices.Index(args, "--"); i >= 0 {
+		own = append(own, args[i:]...)
+		args = args[:i:i]
+	}
+	args = append(append([]string{"bench"}, args...), own...)
 	r := mvm(t, timeout, args...)
 	rep, err := bench.ReadJSONFile(js)
 	if err != nil {

@@ -6,16 +6,23 @@
 # Result: CACHE_DIR/vmlinuz (plain arm64 Image), CACHE_DIR/busybox (static) and
 # CACHE_DIR/modules/*.ko: the kernel's modules that mvm's guests (virtio) and the
 # lab machine (tun) load, decompressed, from the same kernel package as vmlinuz.
-# Re-running with all present is a no-op; a cache from before the modules were
-# kept gets them from the package of its cached kernel version.
+# Re-running with all present is a no-op; a cache that lacks some of them (from
+# before they were kept, or before one was added to the list) gets them from the
+# package of its cached kernel version, added beside the others, and the cached
+# kernel is left as it is.
 set -euo pipefail
 
 cache=${1:?usage: fetch.sh CACHE_DIR}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 # Modules kept (file names in the package, without .ko.xz).
-modules=(virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun)
-if [[ -s $cache/vmlinuz && -s $cache/busybox && -f $cache/modules/.complete ]]; then
+# overlay: command mode's --overlay (cmdmode), a module in Debian's kernels.
+modules=(virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun overlay)
+missing=()
+for m in "${modules[@]}"; do
+	[[ -s $cache/modules/$m.ko ]] || missing+=("$m")
+done
+if [[ -s $cache/vmlinuz && -s $cache/busybox && -f $cache/modules/.complete && ${#missing[@]} -eq 0 ]]; then
 	exit 0
 fi
 command -v xz >/dev/null || { echo "lab: xz is missing (install xz-utils; make lab-deps does)" >&2; exit 1; }
@@ -31,10 +38,43 @@ kpkg=$(tail -n1 <<<"$listed")
 if [[ -s $cache/vmlinuz && -s $cache/kernel-version ]]; then
 	cached=linux-image-$(sed 's/^vmlinuz-//' "$cache/kernel-version")
 	if grep -qxF -- "$cached" <<<"$listed"; then kpkg=$cached; fi
+	if [[ -s $cache/busybox && -f $cache/modules/.complete && $kpkg != "$cached" ]]; then
+		# Only modules are missing: another kernel's would not load into
+		# the cached one, and replacing that kernel under the lab runs of
+		# others sharing this cache is not this script's to do.
+		echo "lab: $cached is no longer in trixie's lists; its modules ${missing[*]} cannot be fetched (rm -rf $cache and make lab-fetch for the newest kernel)" >&2
+		exit 1
+	fi
 fi
 if [[ -z $kpkg ]]; then
 	echo "lab: no linux-image-6.12.*-cloud-arm64 package in trixie's lists" >&2
 	exit 1
+fi
+if [[ -s $cache/vmlinuz && -s $cache/busybox && -f $cache/modules/.complete ]]; then
+	# Add the missing modules of the cached kernel beside the others, each
+	# renamed into place: lab runs reading the directory meanwhile see
+	# every file whole.
+	echo "lab: downloading $kpkg for its modules ${missing[*]}" >&2
+	(cd "$apt/deb" && apt-get -q "${opts[@]}" download "$kpkg:arm64" >"$apt/download.log" 2>&1) || {
+		cat "$apt/download.log" >&2
+		echo "lab: downloading $kpkg failed" >&2
+		exit 1
+	}
+	x=$apt/x
+	rm -rf "$x" && mkdir -p "$x"
+	for deb in "$apt"/deb/*.deb; do dpkg-deb -x "$deb" "$x"; done
+	for m in "${missing[@]}"; do
+		ko=$(find "$x/usr/lib/modules" -name "$m.ko.xz" | head -n1)
+		if [[ -z $ko ]]; then
+			echo "lab: the kernel package has no module $m" >&2
+			exit 1
+		fi
+		xz -dc "$ko" >"$cache/modules/$m.ko.tmp.$$"
+		mv "$cache/modules/$m.ko.tmp.$$" "$cache/modules/$m.ko"
+	done
+	rm -rf "$x" "$apt/deb"
+	echo "lab: added the modules ${missing[*]} of $(cat "$cache/kernel-version") to $cache/modules" >&2
+	exit 0
 fi
 echo "lab: downloading $kpkg and busybox-static (arm64)" >&2
 (cd "$apt/deb" && apt-get -q "${opts[@]}" download "$kpkg:arm64" busybox-static:arm64 >"$apt/download.log" 2>&1) || {

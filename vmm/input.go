@@ -41,6 +41,8 @@ type input struct {
 	boot bootPlan
 	// symbols is the --guest-symbols table (with Profile), else nil.
 	symbols *symbols.Table
+	// sandbox is virtiofsd's --sandbox for the shares (checkShares).
+	sandbox string
 }
 
 // checkInput checks the configuration and every file it names: the boot
@@ -58,7 +60,7 @@ func checkInput(cfg Config) (input, error) {
 			return in, &InputError{fmt.Errorf("--disk: %w", err)}
 		}
 	}
-	if err := checkShares(cfg); err != nil {
+	if in.sandbox, err = checkShares(cfg); err != nil {
 		return in, &InputError{err}
 	}
 	if cfg.Profile && cfg.GuestSymbols != "" {

@@ -107,44 +107,61 @@ func (c *Config) validateShares() error {
 	return nil
 }
 
-// checkShares checks the files the shares name: each host directory and
-// the virtiofsd binary.
-func checkShares(cfg Config) error {
+// checkShares checks the files the shares name, each host directory and
+// the virtiofsd binary, and returns the --sandbox virtiofsd is to run
+// with (ShareSandbox; "" without shares). Without root it probes once
+// whether virtiofsd can have a user namespace: that answer both refuses
+// a writable share where the host allows none and picks the sandbox the
+// devices start with, so the probe (a process start) runs once a run.
+func checkShares(cfg Config) (string, error) {
 	if len(cfg.Shares) == 0 {
-		return nil
+		return "", nil
 	}
 	bin := cfg.virtiofsd()
 	st, err := os.Stat(bin)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("--share needs virtiofsd, and %s does not exist (install Debian's virtiofsd package or pass --virtiofsd PATH)", bin)
+		return "", fmt.Errorf("--share needs virtiofsd, and %s does not exist (install Debian's virtiofsd package or pass --virtiofsd PATH)", bin)
 	case err != nil:
-		return fmt.Errorf("--virtiofsd %w", err)
+		return "", fmt.Errorf("--virtiofsd %w", err)
 	case st.IsDir() || st.Mode().Perm()&0o111 == 0:
-		return fmt.Errorf("--virtiofsd %s is not an executable file", bin)
+		return "", fmt.Errorf("--virtiofsd %s is not an executable file", bin)
 	}
 	for _, s := range cfg.Shares {
 		st, err := os.Stat(s.HostDir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("--share: host directory %s does not exist", s.HostDir)
+			return "", fmt.Errorf("--share: host directory %s does not exist", s.HostDir)
 		case err != nil:
-			return fmt.Errorf("--share: %w", err)
+			return "", fmt.Errorf("--share: %w", err)
 		case !st.IsDir():
-			return fmt.Errorf("--share: %s is not a directory", s.HostDir)
+			return "", fmt.Errorf("--share: %s is not a directory", s.HostDir)
 		}
-		if os.Geteuid() != 0 && !(s.ReadOnly && s.At == "/") {
+	}
+	root := os.Geteuid() == 0
+	var usernsErr error
+	if !root {
+		usernsErr = userNamespaceErr(bin)
+	}
+	if usernsErr != nil {
+		for _, s := range cfg.Shares {
 			// Without root virtiofsd builds its namespace sandbox in a
 			// user namespace of its own; where the host refuses those,
 			// --sandbox none would let the guest follow symlinks out of
 			// the directory, which only the read-only root share may
 			// accept.
-			if err := userNamespaceErr(bin); err != nil {
-				return fmt.Errorf("--share %s: virtiofsd's sandbox needs root or an unprivileged user namespace, and this host refuses one (%v); run mvm as root or allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); only a read-only share at=/ may run without the sandbox", s.HostDir, err)
+			if !(s.ReadOnly && s.At == "/") {
+				return "", fmt.Errorf("--share %s: virtiofsd's sandbox needs root or an unprivileged user namespace, and this host refuses one (%v); run mvm as root or allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); only a read-only share at=/ may run without the sandbox", s.HostDir, usernsErr)
 			}
 		}
 	}
-	return nil
+	mounts := ""
+	if root {
+		if data, err := os.ReadFile("/proc/self/mounts"); err == nil {
+			mounts = string(data)
+		}
+	}
+	return ShareSandbox(root, usernsErr, mounts), nil
 }
 
 // userNamespaceErr says why this (non-root) process cannot start virtiofsd
@@ -169,20 +186,18 @@ func (c *Config) virtiofsd() string {
 }
 
 // ShareSandbox is virtiofsd's --sandbox for a share: as root its namespace
-// sandbox, or chroot where / is the initramfs (pivot_root(2) fails with
-// EINVAL when the current root is rootfs, and virtiofsd's namespace
-// sandbox pivots into the shared directory); without root the namespace
-// sandbox too, which virtiofsd then builds in a user namespace, or none
-// where the host refuses user namespaces (which checkShares allows only
-// for the read-only root share). bin is the virtiofsd binary.
-func ShareSandbox(bin string) string {
-	if os.Geteuid() != 0 {
-		if userNamespaceErr(bin) != nil {
-			return "none"
-		}
-		return "namespace"
-	}
-	if data, err := os.ReadFile("/proc/self/mounts"); err == nil && rootIsRootfs(string(data)) {
+// sandbox, or chroot where / is the initramfs (mounts, /proc/self/mounts'
+// text, says so: pivot_root(2) fails with EINVAL when the current root is
+// rootfs, and virtiofsd's namespace sandbox pivots into the shared
+// directory); without root the namespace sandbox too, which virtiofsd
+// then builds in a user namespace, or none where the host refuses user
+// namespaces (usernsErr, userNamespaceErr's answer; checkShares allows
+// that only for the read-only root share).
+func ShareSandbox(root bool, usernsErr error, mounts string) string {
+	switch {
+	case !root && usernsErr != nil:
+		return "none"
+	case root && rootIsRootfs(mounts):
 		return "chroot"
 	}
 	return "namespace"

@@ -1,6 +1,7 @@
 package vmm
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,11 +77,11 @@ func TestCheckShares(t *testing.T) {
 	share := func(d string, ro bool, at string) Config {
 		return Config{Virtiofsd: bin, Shares: []Share{{HostDir: d, At: at, Tag: "t", ReadOnly: ro}}}
 	}
-	if err := checkShares(Config{Virtiofsd: filepath.Join(dir, "none")}); err != nil {
-		t.Errorf("no shares, missing virtiofsd: %v (virtiofsd is only needed with --share)", err)
+	if sb, err := checkShares(Config{Virtiofsd: filepath.Join(dir, "none")}); err != nil || sb != "" {
+		t.Errorf("no shares, missing virtiofsd: %q, %v (virtiofsd is only needed with --share)", sb, err)
 	}
-	if err := checkShares(share(dir, true, "/")); err != nil {
-		t.Errorf("read-only root share: %v", err)
+	if sb, err := checkShares(share(dir, true, "/")); err != nil || sb == "" {
+		t.Errorf("read-only root share: sandbox %q, %v; want a sandbox and no error", sb, err)
 	}
 	for _, c := range []struct {
 		name string
@@ -93,17 +94,41 @@ func TestCheckShares(t *testing.T) {
 		{"missing dir", share(filepath.Join(dir, "nope"), true, "/"), "does not exist"},
 		{"dir a file", share(plain, true, "/"), "not a directory"},
 	} {
-		err := checkShares(c.cfg)
+		_, err := checkShares(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error mentioning %q", c.name, err, c.want)
 		}
 	}
-	err := checkShares(share(dir, false, "/x"))
-	if os.Geteuid() == 0 && err != nil {
+	sb, err := checkShares(share(dir, false, "/x"))
+	if os.Geteuid() == 0 && (err != nil || sb == "none") {
 		t.Errorf("writable share as root: %v", err)
 	}
 	if os.Geteuid() != 0 && (err == nil || !strings.Contains(err.Error(), "root")) {
 		t.Errorf("writable share without root: %v, want a refusal naming root", err)
+	}
+}
+
+// TestShareSandbox: the one answer of the user-namespace probe (and, as
+// root, whether / is the initramfs) picks virtiofsd's --sandbox.
+func TestShareSandbox(t *testing.T) {
+	refused := errors.New("operation not permitted")
+	initramfs := "rootfs / rootfs rw 0 0\n"
+	disk := "/dev/vda / ext4 rw 0 0\n"
+	for _, c := range []struct {
+		root   bool
+		userns error
+		mounts string
+		want   string
+	}{
+		{true, nil, disk, "namespace"},
+		{true, nil, initramfs, "chroot"},
+		{false, nil, "", "namespace"},
+		{false, refused, "", "none"},
+		{false, refused, initramfs, "none"},
+	} {
+		if got := ShareSandbox(c.root, c.userns, c.mounts); got != c.want {
+			t.Errorf("ShareSandbox(root %v, userns %v, %q) = %q, want %q", c.root, c.userns, c.mounts, got, c.want)
+		}
 	}
 }
 

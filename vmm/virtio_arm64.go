@@ -58,14 +58,10 @@ func (m *VM) openVirtio() error {
 	if m.cfg.RNG {
 		add(virtio.NewRNG())
 	}
-	sandbox := ""
-	if len(m.cfg.Shares) > 0 {
-		sandbox = ShareSandbox(m.cfg.virtiofsd())
-	}
 	for i, sh := range m.cfg.Shares {
 		fs, err := virtio.StartFS(virtio.FSOptions{
 			Name: fmt.Sprintf("virtio-fs%d", i), Tag: sh.Tag, Dir: sh.HostDir, ReadOnly: sh.ReadOnly,
-			Virtiofsd: m.cfg.virtiofsd(), Sandbox: sandbox,
+			Virtiofsd: m.cfg.virtiofsd(), Sandbox: m.shareSandbox,
 		}, m.log)
 		if err != nil {
 			return fmt.Errorf("--share %s: %w", sh.HostDir, err)

@@ -44,6 +44,8 @@ type VM struct {
 	// guestSyms is the --guest-symbols table, read with the rest of the
 	// input before the host is touched (checkInput).
 	guestSyms *symbols.Table
+	// shareSandbox is virtiofsd's --sandbox, decided by the input check.
+	shareSandbox string
 
 	uart    devices.ConsoleUART // the 16550 or, with --serial pl011, the PL011
 	marker  *devices.Marker
@@ -118,7 +120,7 @@ func (m *VM) build() error {
 	if err != nil {
 		return err
 	}
-	m.bootPlan, m.guestSyms = in.boot, in.symbols
+	m.bootPlan, m.guestSyms, m.shareSandbox = in.boot, in.symbols, in.sandbox
 	m.log.Info("kernel", "path", m.kernel.Path, "format", m.kernel.Format, "size", m.kernel.size(),
 		"unpack", m.kernel.UnpackTime.Round(time.Millisecond), "tree", m.kernel.Tree)
 	if err := m.openVirtio(); err != nil {

@@ -14,8 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/mvm-dev/mvm/bench"
+	"github.com/mvm-dev/mvm/cmdmode"
 	"github.com/mvm-dev/mvm/report"
 	"github.com/mvm-dev/mvm/runsummary"
 	"github.com/mvm-dev/mvm/vmm"
@@ -58,6 +60,8 @@ type benchFlags struct {
 	consoleDir     string
 	timeout        time.Duration
 	from           string
+	// command is what every run times in the guest (after --).
+	command []string
 }
 
 func newBenchCmd(start time.Time, checkHost func() error) *cobra.Command {
@@ -68,7 +72,7 @@ func newBenchCmd(start time.Time, checkHost func() error) *cobra.Command {
 	runCmd := newRunCmd(start)
 	var shared []*pflag.Flag
 	cmd := &cobra.Command{
-		Use:   "bench --kernel PATH [mvm run flags] [--runs N] [--cpus LIST] [--variant NAME:KEY=VALUE,...]...",
+		Use:   "bench --kernel PATH [mvm run flags] [--runs N] [--cpus LIST] [--variant NAME:KEY=VALUE,...]... [-- CMD [ARGS...]]",
 		Short: "Boot variants of a VM many times and compare their boot phases",
 		Long: `Boot a configuration N times, or several variants of it, and compare the
 boot phases: a table like the ones posted to the kernel mailing lists, JSON
@@ -80,6 +84,16 @@ append (replace A's value), cmdline-append (added after A's command line),
 cpus (a list), memory, psci, label (a description for the table). Repeat
 --variant with the same NAME to add keys whose values contain ",KEY=".
 --cpus 1,16,64 makes one row per vCPU count.
+
+With -- CMD [ARGS...] every run is a command-mode run, mvm run ... -- CMD
+(see 'mvm run --help'): the host's root (or --rootfs DIR) shared read-only
+through virtiofsd, mvm's init, CMD's status as the run's. The command
+phase (init start -> CMD's exit) is then in the tables beside the others,
+compared and checked for regressions like them: A/B two kernels on a test
+or a benchmark. A run whose CMD exits non-zero is a failed run, listed with
+its status (and the end of its stderr), not a timing sample. CMD's stdout
+is discarded and its stdin is empty. --initrd cannot be used with a
+command (mvm builds the initramfs).
 
 Every boot is a separate mvm run process (so vmm_setup starts at a real
 process start), with the console discarded and "quiet" added to the kernel
@@ -95,6 +109,7 @@ Phases (docs/boot-phases.md says where each clock starts and stops):
   secondaries_console  first CPU_ON -> 'smp: Brought up' line  (also needs --verbose-console)
   smp_console          first KVM_RUN -> 'smp: Brought up' line (needs --verbose-console)
   kernel_to_user       first KVM_RUN -> userspace boot marker (0x41 at 0x09010000)
+  command              init start -> CMD's exit status in      (-- CMD only)
   total                mvm process start -> VM exit
   console:NAME         first KVM_RUN -> console line matching --marker NAME=REGEX
   process_wall, process_cpu  the mvm process's wall and CPU time
@@ -133,13 +148,25 @@ measured so far.`,
   mvm bench --kernel Image --variant B:memory=2G --format benchstat --out boot.txt
   benchstat -col /variant boot.txt
 
+  # A/B two kernels on a command run in each guest (command mode): the
+  # command phase times it; a failing command is a failed run:
+  mvm bench --kernel Image.base --variant B:kernel=Image.new --runs 8 \
+      --fail-on-regression 5 -- make -C tools/testing/selftests/timers run_tests
+
   # Re-analyse saved runs with B as the baseline, as a table:
   mvm bench --from bench.json --baseline B
 
   # A page with every run as a point, for a browser or a PDF:
   mvm bench --kernel Image --variant B:kernel=Image.new --runs 8 --html bench.html`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch dash := cmd.ArgsLenAtDash(); {
+			case len(args) > 0 && dash != 0:
+				return usageError{fmt.Errorf("unexpected argument %q: put the command to time in the guest after --, e.g. mvm bench --kernel Image -- uname -r", args[0])}
+			case dash == 0 && len(args) == 0:
+				return usageError{errors.New("nothing after --: give the command to time in the guest, e.g. mvm bench --kernel Image -- true")}
+			}
+			f.command = args
 			return runBench(cmd, &f, shared, checkHost)
 		},
 	}
@@ -200,6 +227,9 @@ func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag, checkHost
 		}
 	}
 	if f.from != "" {
+		if len(f.command) > 0 {
+			return usageError{errors.New("--from re-analyses saved runs without booting: drop the command after --")}
+		}
 		return benchFrom(cmd, f, opt)
 	}
 
@@ -252,6 +282,7 @@ func runBench(cmd *cobra.Command, f *benchFlags, shared []*pflag.Flag, checkHost
 		Exe: exe, Tmp: tmp, Timeout: f.timeout, Quiet: rep.Config.Quiet,
 		Console: f.console, ConsoleDir: f.consoleDir, Common: rep.Config.CommonArgs,
 		Variants: rep.Config.Variants, Log: log, Starting: prog.Starting,
+		Command: rep.Config.Command, CommandExit: commandExitText,
 	}
 	rep.Started = time.Now()
 	rep.Runs, rep.Interrupted = bench.Execute(ctx, jobs, ex.Run, prog.Done)
@@ -318,6 +349,11 @@ func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Repor
 	if base.Kernel == "" {
 		return nil, usageError{errors.New("--kernel is required: an arm64 Image or a flat binary (see 'mvm bench --help')")}
 	}
+	if len(f.command) > 0 && !fl.Changed("cmdline") {
+		// Command mode's own default, as mvm run uses it without --cmdline
+		// (mvm bench passes every variant's command line explicitly).
+		base.Cmdline = commandCmdline(get("serial"))
+	}
 	cpus, err := bench.ParseCPUList(f.cpus)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--cpus: %w", err)}
@@ -357,6 +393,24 @@ func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Repor
 			}
 		}
 	}
+	if len(f.command) > 0 {
+		rootfs, _ := fl.GetString("rootfs")
+		overlays, _ := fl.GetStringArray("overlay")
+		if _, _, err := commandRoot(rootfs, overlays); err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			if v.Settings.Initrd != "" {
+				return nil, usageError{fmt.Errorf("variant %s: an initrd cannot be used with a command: mvm builds the guest's initramfs itself (drop --initrd / initrd=, or the command after --)", v.Name)}
+			}
+		}
+	} else {
+		for _, name := range []string{"rootfs", "overlay", "modules"} {
+			if fl.Changed(name) {
+				return nil, usageError{fmt.Errorf("--%s is for command mode: give the command to time after --, e.g. mvm bench --kernel Image --%s DIR -- true", name, name)}
+			}
+		}
+	}
 	if err := checkVariants(vs, !f.verboseConsole, f.console, common); err != nil {
 		return nil, err
 	}
@@ -365,9 +419,31 @@ func (f *benchFlags) plan(fl *pflag.FlagSet, shared []*pflag.Flag) (*bench.Repor
 		Host:   runsummary.CurrentHost(),
 		Config: bench.Config{
 			Runs: f.runs, Warmup: f.warmup, Quiet: !f.verboseConsole, Timeout: f.timeout.String(),
-			CommonArgs: common, Variants: vs,
+			CommonArgs: common, Command: f.command, Variants: vs,
 		},
 	}, nil
+}
+
+// commandExitText says what a command-mode run's non-zero exit status
+// means (mvm run --help, "mvm's exit status is CMD's"): CMD's own status,
+// or one of the statuses command mode keeps for mvm and the guest.
+func commandExitText(code int) string {
+	switch {
+	case code == cmdmode.ExitMVM:
+		return "mvm failed (exit status 125)"
+	case code == cmdmode.ExitTimeout:
+		return "the run timed out (mvm run --timeout, exit status 124)"
+	case code == cmdmode.ExitGuestDied:
+		return "the guest ended without the command's status, e.g. a kernel panic (exit status 255)"
+	case code == cmdmode.ExitNotFound:
+		return "the command was not found in the guest (exit status 127)"
+	case code == cmdmode.ExitNotExec:
+		return "the command could not be executed in the guest (exit status 126)"
+	case code > cmdmode.ExitSignalBase && code < cmdmode.ExitSignalBase+65:
+		sig := syscall.Signal(code - cmdmode.ExitSignalBase)
+		return fmt.Sprintf("the command was killed by %s (exit status %d)", unix.SignalName(sig), code)
+	}
+	return fmt.Sprintf("the command exited with status %d", code)
 }
 
 // checkVariants checks, before the first boot, the whole mvm run command

@@ -50,8 +50,19 @@ func anyHost() error { return nil }
 // wins, as in guest.TestInit); secondaries exist with more than one vCPU
 // and PSCI in userspace, 1 ms per secondary; the smp console line only
 // without quiet, and its phases then as mvm run derives them. Kernels
-// named "fail", "crash" and "hang" misbehave.
+// named "fail", "crash" and "hang" misbehave. With a command after --
+// (command mode) the delay goes to the command phase instead, 50 ms plus
+// mvm.delay_ms, and a command "exit N" fails with status N.
 func fakeRun(args []string) int {
+	var command []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, command = args[:i], args[i+1:]
+	}
+	if len(command) == 2 && command[0] == "exit" {
+		fmt.Fprintln(os.Stderr, "boom")
+		n, _ := strconv.Atoi(command[1])
+		return n
+	}
 	opt := map[string]string{}
 	for i := 0; i < len(args); i++ {
 		a := strings.TrimPrefix(args[i], "--")
@@ -105,9 +116,13 @@ func fakeRun(args []string) int {
 			s.ConsoleNS[runsummary.ConsoleMarkSMP] = on + int64(cpus)*1e6
 		}
 	}
-	k2u := noise(100 + delay)
+	k2u, cmd := noise(100+delay), int64(0)
+	if len(command) > 0 {
+		k2u, cmd = noise(100), noise(50+delay)
+		s.PhasesNS[runsummary.PhaseCommand] = cmd
+	}
 	s.PhasesNS[runsummary.PhaseKernelToUser] = k2u
-	s.PhasesNS[runsummary.PhaseTotal] = setup + k2u + noise(2)
+	s.PhasesNS[runsummary.PhaseTotal] = setup + k2u + cmd + noise(2)
 	s.MarksNS = []runsummary.MarkSummary{{Code: 0x41, AtNS: setup + k2u}}
 	// The console phases, as mvm run computes them from its moments.
 	for k, v := range s.Moments().Phases() {
@@ -384,6 +399,87 @@ func TestBenchFailedRuns(t *testing.T) {
 	}
 }
 
+// TestBenchCommand: mvm bench -- CMD makes every run a command-mode run
+// with command mode's kernel command line, and the command phase is
+// compared like the others: B's command takes 30 ms longer, which is a
+// regression of the command phase (in the table, the JSON and the JUnit
+// report) and not of kernel_to_user.
+func TestBenchCommand(t *testing.T) {
+	dir := t.TempDir()
+	k := kernelFile(t, "Image")
+	js, junit := filepath.Join(dir, "c.json"), filepath.Join(dir, "c.xml")
+	out, code := benchIn(t, "bench", "--kernel", k, "--runs", "5", "--warmup", "0",
+		"--variant", "B:cmdline-append=mvm.delay_ms=30", "--fail-on-regression", "5",
+		"--json", js, "--junit", junit, "--", "make", "-C", "tests", "check")
+	t.Logf("\n%s", out)
+	if code != benchExitRegression {
+		t.Errorf("exit status %d, want %d (B's command phase regressed)", code, benchExitRegression)
+	}
+	r := mustReadReport(t, js)
+	if fmt.Sprint(r.Config.Command) != "[make -C tests check]" {
+		t.Errorf("report's command %q", r.Config.Command)
+	}
+	for _, run := range r.Runs {
+		a := strings.Join(run.Args, " ")
+		if !strings.HasSuffix(a, " -- make -C tests check") || !strings.Contains(a, "--cmdline "+commandCmdline("8250")) {
+			t.Errorf("run #%d is not a command-mode run with command mode's command line: %q", run.Seq, a)
+		}
+	}
+	c, ok := r.Analysis.Cell(1, "B", runsummary.PhaseCommand)
+	if !ok || c.N != 5 || c.Delta == nil || !c.Delta.Regression {
+		t.Errorf("B's command phase: %+v, want 5 runs and a regression", c)
+	}
+	if c, ok := r.Analysis.Cell(1, "B", runsummary.PhaseKernelToUser); !ok || c.Delta == nil || c.Delta.Regression {
+		t.Errorf("B's kernel_to_user: %+v, want present and no regression", c)
+	}
+	for _, want := range []string{"command: make -C tests check", "\ncommand [ms]: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `<testcase classname="mvm-bench.B" name="command 1 vCPU"`) ||
+		!strings.Contains(string(data), `<failure message="command, 1 vCPU, B: +`) {
+		t.Errorf("JUnit report has no failed test case for B's command phase:\n%s", data)
+	}
+}
+
+// TestBenchCommandFails: a run whose command exits non-zero is a failed
+// run that says so with the status and the command's stderr, and is no
+// sample.
+func TestBenchCommandFails(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "f.json")
+	out, code := benchIn(t, "bench", "--kernel", kernelFile(t, "Image"), "--runs", "2", "--warmup", "0", "--json", js, "--", "exit", "3")
+	t.Logf("\n%s", out)
+	if code != benchExitRunsFailed {
+		t.Errorf("exit status %d, want %d", code, benchExitRunsFailed)
+	}
+	r := mustReadReport(t, js)
+	if len(r.Analysis.Failed) != 2 {
+		t.Errorf("failed runs %+v, want both", r.Analysis.Failed)
+	}
+	if _, ok := r.Analysis.Cell(1, "A", runsummary.PhaseCommand); ok {
+		t.Error("a failed command's run counted as a sample")
+	}
+	if !strings.Contains(out, "the command exited with status 3: boom") {
+		t.Error("the table does not say the command exited with status 3")
+	}
+}
+
+func TestCommandExitText(t *testing.T) {
+	for code, want := range map[int]string{
+		1: "the command exited with status 1", 125: "mvm failed", 124: "timed out", 255: "without the command's status",
+		127: "not found", 126: "could not be executed", 137: "killed by SIGKILL (exit status 137)", 200: "the command exited with status 200",
+	} {
+		if got := commandExitText(code); !strings.Contains(got, want) {
+			t.Errorf("status %d: %q, want %q in it", code, got, want)
+		}
+	}
+}
+
 func TestBenchBadInput(t *testing.T) {
 	k := kernelFile(t, "Image")
 	cases := []struct {
@@ -408,6 +504,15 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--kernel", k, "--result-json", "x"}, "unknown flag"},
 		{[]string{"--from", "x.json", "--kernel", k}, "--kernel would have no effect"},
 		{[]string{"--from", filepath.Join(t.TempDir(), "none.json")}, "--from"},
+		{[]string{"--kernel", k, "--"}, "nothing after --"},
+		{[]string{"--kernel", k, "true"}, `unexpected argument "true"`},
+		{[]string{"--kernel", k, "--initrd", k, "--", "true"}, "initrd cannot be used with a command"},
+		{[]string{"--kernel", k, "--variant", "B:initrd=" + k, "--", "true"}, "variant B: an initrd"},
+		{[]string{"--kernel", k, "--rootfs", "/"}, "--rootfs is for command mode"},
+		{[]string{"--kernel", k, "--rootfs", filepath.Join(t.TempDir(), "none"), "--", "true"}, "--rootfs"},
+		{[]string{"--kernel", k, "--overlay", k, "--", "true"}, "not a directory"},
+		{[]string{"--kernel", k, "--overlay", "/usr"}, "--overlay is for command mode"},
+		{[]string{"--from", "x.json", "--", "true"}, "drop the command"},
 	}
 	fakeChildren(t)
 	for _, c := range cases {

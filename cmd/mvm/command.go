@@ -93,14 +93,18 @@ func commandCmdline(serial string) string {
 // configure turns cfg into command mode's VM: the host's root as a
 // read-only share before the --share ones, the console ports, and the
 // initramfs with mvm itself as /init and the modules the guest needs.
-func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
+func (c *commandRun) configure(cfg *vmm.Config, modulesFlag, rootfs string, overlays []string) error {
 	if cfg.Initrd != "" {
 		return usageError{errors.New("--initrd cannot be used with a command: mvm builds the guest's initramfs itself (drop --initrd, or drop the command after --)")}
 	}
 	if cfg.OnReset != vmm.ResetExit {
 		return usageError{errors.New("--on-reset reboot cannot be used with a command: a guest reset ends the command")}
 	}
-	root := vmm.Share{HostDir: "/", At: "/", Tag: cmdmode.RootTag, ReadOnly: true}
+	rootDir, lowers, err := commandRoot(rootfs, overlays)
+	if err != nil {
+		return err
+	}
+	root := vmm.Share{HostDir: rootDir, At: "/", Tag: cmdmode.RootTag, ReadOnly: true}
 	var mounts []cmdmode.GuestMount
 	for _, s := range cfg.Shares {
 		if s.Tag == cmdmode.RootTag {
@@ -113,7 +117,7 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
 		return usageError{err}
 	}
 
-	mods, err := c.modules(cfg, modulesFlag)
+	mods, err := c.modules(cfg, modulesFlag, len(lowers) > 0)
 	if err != nil {
 		return usageError{err}
 	}
@@ -129,7 +133,7 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
 	gcfg := cmdmode.GuestConfig{
 		Args: c.args, Env: env, Dir: dir,
 		UID: os.Getuid(), GID: os.Getgid(), Groups: groups,
-		RootTag: cmdmode.RootTag, Tmpfs: cmdmode.DefaultTmpfs, Shares: mounts,
+		RootTag: cmdmode.RootTag, Tmpfs: cmdmode.DefaultTmpfs, Shares: mounts, Overlays: lowers,
 	}
 	if c.tty {
 		gcfg.TTY = true
@@ -163,10 +167,13 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag string) error {
 // the kernel build tree --kernel named, else the host's
 // /lib/modules/RELEASE with the kernel's release; none when there is no
 // such directory (the init then names what the kernel lacks).
-func (c *commandRun) modules(cfg *vmm.Config, flag string) ([]cmdmode.Module, error) {
+func (c *commandRun) modules(cfg *vmm.Config, flag string, overlay bool) ([]cmdmode.Module, error) {
 	var names []string
 	for _, d := range cmdmode.Drivers {
 		names = append(names, d.Module)
+	}
+	if overlay {
+		names = append(names, cmdmode.OverlayDriver.Module)
 	}
 	dir := flag
 	if dir != "" {
@@ -211,6 +218,73 @@ func (c *commandRun) modules(cfg *vmm.Config, flag string) ([]cmdmode.Module, er
 		return nil, nil
 	}
 	return findModules(dir, names)
+}
+
+// commandRoot checks --rootfs and --overlay (mvm run and mvm bench, before
+// anything starts) and returns the guest root's host directory and the
+// overlays' guest paths.
+func commandRoot(rootfs string, overlays []string) (string, []string, error) {
+	rootDir := "/"
+	if rootfs != "" {
+		st, err := os.Stat(rootfs)
+		if err != nil {
+			return "", nil, usageError{fmt.Errorf("--rootfs %s: %w: give a directory tree for the guest's root", rootfs, unwrapPath(err))}
+		}
+		if !st.IsDir() {
+			return "", nil, usageError{fmt.Errorf("--rootfs %s is not a directory: give a directory tree for the guest's root", rootfs)}
+		}
+		if rootDir, err = filepath.Abs(rootfs); err != nil {
+			return "", nil, usageError{fmt.Errorf("--rootfs %s: %w", rootfs, err)}
+		}
+		// The init moves its /proc, /sys and /dev onto the new root: it
+		// cannot make the directories in a read-only share.
+		for _, d := range []string{"proc", "sys", "dev"} {
+			if st, err := os.Stat(filepath.Join(rootDir, d)); err != nil || !st.IsDir() {
+				return "", nil, usageError{fmt.Errorf("--rootfs %s has no /%s directory: the guest's root needs /proc, /sys and /dev (empty directories will do)", rootfs, d)}
+			}
+		}
+	}
+	var lowers []string
+	for _, o := range overlays {
+		at, err := overlayPath(rootDir, o)
+		if err != nil {
+			return "", nil, usageError{err}
+		}
+		if slices.Contains(lowers, at) {
+			return "", nil, usageError{fmt.Errorf("--overlay %s is given twice", o)}
+		}
+		lowers = append(lowers, at)
+	}
+	return rootDir, lowers, nil
+}
+
+// overlayPath checks an --overlay DIR against the guest's root (the
+// host's /, or --rootfs) and returns its path in the guest: DIR itself
+// (made absolute) without --rootfs, DIR inside that tree with it.
+func overlayPath(root, dir string) (string, error) {
+	at := dir
+	if root == "/" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", fmt.Errorf("--overlay %s: %w", dir, err)
+		}
+		at = abs
+	} else if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("--overlay %s: with --rootfs give the directory's absolute path in that tree, e.g. /usr", dir)
+	}
+	at = filepath.Clean(at)
+	if at == "/" {
+		return "", errors.New("--overlay /: the root itself cannot be overlaid; name a directory in it, e.g. /usr or /etc")
+	}
+	host := filepath.Join(root, at)
+	st, err := os.Stat(host)
+	if err != nil {
+		return "", fmt.Errorf("--overlay %s: %w: give a directory of the guest's root", host, unwrapPath(err))
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("--overlay %s is not a directory: give a directory of the guest's root", host)
+	}
+	return at, nil
 }
 
 // kernelRelease is the release of the kernel cfg names.

@@ -68,6 +68,8 @@ type runFlags struct {
 	rng              bool
 	seccomp          bool
 	modules          string
+	rootfs           string
+	overlays         []string
 	timeout          time.Duration
 }
 
@@ -104,6 +106,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.virtiofsd, "virtiofsd", vmm.DefaultVirtiofsd, "the virtiofsd binary --share starts (Debian's virtiofsd package)")
 	fl.BoolVar(&f.rng, "rng", true, "virtio-rng entropy device fed from the host's getrandom (--rng=false to leave it out)")
 	fl.StringVar(&f.modules, "modules", "", "with a command: kernel modules for the guest (an INSTALL_MOD_PATH tree, a /lib/modules/RELEASE directory or a directory of .ko files; default: the build tree --kernel names, else /lib/modules/RELEASE of the kernel's release)")
+	fl.StringVar(&f.rootfs, "rootfs", "", "with a command: this directory tree is the guest's root instead of the host's / (shared read-only the same way, tmpfs on /tmp, /run, /var/tmp and /root where it has them)")
+	fl.StringArrayVar(&f.overlays, "overlay", nil, "with a command: a writable tmpfs overlay over this directory of the guest's root (a host path, or a path inside --rootfs DIR): writes succeed in the guest, the host's directory stays unchanged, the changes are dropped at exit (repeatable; the guest kernel needs CONFIG_OVERLAY_FS)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the run after this long (e.g. 30s, 5m): exit status 124, like timeout(1)")
 	fl.BoolVar(&f.seccomp, "seccomp", true, "once the VM is set up, run every mvm thread under a seccomp allow-list (docs/seccomp.md); a call outside it kills mvm with SIGSYS. --seccomp=false is for debugging")
 }
@@ -217,7 +221,12 @@ names, or /lib/modules/RELEASE. mvm's exit status is CMD's: its code,
 128+N when killed by signal N, 127 not found, 126 not executable, 124 on
 --timeout, 255 when the guest died without a status (kernel panic), 125
 when mvm fails or is given bad input (one line; a kernel lacking what
-command mode needs is named by its CONFIG_ options). Nothing after --, on
+command mode needs is named by its CONFIG_ options). --rootfs DIR makes
+another tree the guest's root instead of / (it needs /proc, /sys and /dev
+directories); --overlay DIR puts a writable tmpfs overlay over a directory
+of the guest's root (writes succeed in the guest, the host's directory is
+unchanged, the changes are dropped at exit; needs CONFIG_OVERLAY_FS, the
+overlay module is loaded like the others). Nothing after --, on
 a terminal, is an interactive $SHELL on a terminal of the guest's (job
 control, the window size passed on).
 
@@ -267,6 +276,7 @@ guest kernel needs virtio_mmio and the device drivers (built in or loaded).`, vm
 		Example: `  # Run a command in the kernel just built, on this host's files:
   mvm run --kernel arch/arm64/boot/Image -- uname -r
   echo data | mvm run --kernel Image --cpus 4 --timeout 5m -- sha256sum
+  mvm run --kernel Image --rootfs ~/roots/debian --overlay /var -- apt-get check
 
   # Boot Debian's arm64 kernel with a busybox initramfs on 4 vCPUs:
   mvm run --kernel vmlinuz --initrd initrd.gz --cpus 4 --memory 1G \
@@ -370,11 +380,18 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) err
 		return err
 	}
 	if cr != nil {
-		if err := cr.configure(&cfg, f.modules); err != nil {
+		if err := cr.configure(&cfg, f.modules, f.rootfs, f.overlays); err != nil {
 			return err
 		}
-	} else if f.modules != "" {
-		return usageError{errors.New("--modules is for command mode: give the command after --, e.g. mvm run --kernel Image --modules DIR -- uname -r")}
+	} else {
+		for _, o := range []struct {
+			name string
+			set  bool
+		}{{"modules", f.modules != ""}, {"rootfs", f.rootfs != ""}, {"overlay", len(f.overlays) > 0}} {
+			if o.set {
+				return usageError{fmt.Errorf("--%s is for command mode: give the command after --, e.g. mvm run --kernel Image --%s DIR -- uname -r", o.name, o.name)}
+			}
+		}
 	}
 
 	ctx, cancel := context.WithCancelCause(context.Background())
