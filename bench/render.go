@@ -176,7 +176,7 @@ func writeHeader(w io.Writer, r *Report) {
 	}
 	for _, v := range r.Config.Variants {
 		d := v.Describe()
-		if v.Name == BaselineName && r.Config.Quiet {
+		if v.Name == BaselineName && r.Config.Quiet && !v.Settings.hasQuiet() {
 			d += " (+ quiet)"
 		}
 		fmt.Fprintf(w, "  %-*s  %s\n", width, v.Name, d)

@@ -209,3 +209,25 @@ func TestBenchstatAccepts(t *testing.T) {
 		t.Errorf("benchstat reported errors:\n%s", s)
 	}
 }
+
+// TestWriteTableQuietNote: the header notes "(+ quiet)" only where mvm
+// bench added it, not where the baseline's command line already has it.
+func TestWriteTableQuietNote(t *testing.T) {
+	for _, c := range []struct {
+		cmdline string
+		want    bool
+	}{
+		{"console=ttyS0", true},
+		{"console=ttyS0 quiet", false},
+	} {
+		r := synthReport(t, 10)
+		r.Config.Variants[0].Settings.Cmdline = c.cmdline
+		var b bytes.Buffer
+		if err := WriteTable(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "(+ quiet)"); got != c.want {
+			t.Errorf("cmdline %q: header notes (+ quiet): %v, want %v", c.cmdline, got, c.want)
+		}
+	}
+}

@@ -303,7 +303,7 @@ func RunArgs(s Settings, cpus int, quiet bool) []string {
 		args = append(args, "--initrd", s.Initrd)
 	}
 	app := joinWords(s.Append, s.CmdlineAppend)
-	if quiet && !slices.Contains(strings.Fields(s.Cmdline+" "+app), "quiet") {
+	if quiet && !s.hasQuiet() {
 		app = joinWords(app, "quiet")
 	}
 	args = append(args, "--cmdline", s.Cmdline)
@@ -319,6 +319,12 @@ func joinWords(a, b string) string {
 
 // Describe renders a variant for the output's header: the baseline as its
 // settings, the others as their overrides.
+// hasQuiet: the settings' own command line already says "quiet", so
+// RunArgs adds nothing.
+func (s Settings) hasQuiet() bool {
+	return slices.Contains(strings.Fields(s.Cmdline+" "+s.Append+" "+s.CmdlineAppend), "quiet")
+}
+
 func (v Variant) Describe() string {
 	if len(v.Overrides) == 0 {
 		if v.Name == BaselineName {
