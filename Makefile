@@ -19,7 +19,7 @@ LAB_SKIP  ?=
 # between the two labs, some functional tests that boot Linux several times
 # and time nothing (a guest's sleep or mvm's --timeout costs no host time
 # there either). That lab runs on one host thread, beside the wall-clock lab.
-INSN_TESTS := ^(TestBenchAB|TestBenchCPUs|TestLinuxBoot|TestKernelFormats|TestCommandModeEnds|TestCommandModeBench|TestProfileLight)$$
+INSN_TESTS := ^(TestBenchAB|TestBenchCPUs|TestLinuxBoot|TestKernelFormats|TestCommandModeEnds|TestCommandModeCompressedModules|TestCommandModeBench|TestProfileLight)$$
 # LAB_CPU=MODEL: the lab machine's QEMU CPU model (lab -cpu; default max),
 # e.g. neoverse-n1 for a host without FEAT_S2FWB.
 LAB_CPU   ?=
@@ -56,7 +56,12 @@ NATIVE    := $(if $(and $(filter aarch64 arm64,$(HOST_ARCH)),$(wildcard /dev/kvm
 # decompressed): the guests' virtio drivers, overlay for command mode's
 # --overlay, and tun for the lab machine.
 MODULES   := virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun overlay
-MODULE_FILES := $(patsubst %,$(CACHE)/modules/%.ko,$(MODULES))
+# virtio_mmio also as the package ships it, xz-compressed, for command
+# mode's compressed-module test (MVM_MODULES_XZ).
+MODULE_FILES := $(patsubst %,$(CACHE)/modules/%.ko,$(MODULES)) $(CACHE)/modules-xz/virtio_mmio.ko.xz
+# Each module file into the lab under its cache directory's name:
+# /lab/modules/X.ko, /lab/modules-xz/X.ko.xz.
+MODULES_ADD := $(foreach f,$(MODULE_FILES),-add $(f)=/lab/$(notdir $(patsubst %/,%,$(dir $(f))))/$(notdir $(f)))
 # The ext4 root image of the virtio tests, made on this host with mkfs.ext4 -d.
 ROOTFS    := $(OUT)/lab/root.ext4
 
@@ -70,9 +75,9 @@ KERNEL_GZ := $(OUT)/lab/vmlinuz.gz
 LAB_FILES := $(OUT)/arm64/mvm $(OUT)/arm64/mvm-testhooks $(OUT)/arm64/integration.test $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox $(ROOTFS) \
 	$(SYMBOL_FILES) $(KERNEL_GZ)
 LAB_ADD   := $(foreach f,$(LAB_FILES),-add $(f)=/lab/$(notdir $(f))) \
-	$(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f)))
+	$(MODULES_ADD)
 LAB_ENV   := MVM_BIN=/lab/mvm MVM_TESTHOOKS_BIN=/lab/mvm-testhooks MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_LINUX_GZ=/lab/vmlinuz.gz MVM_BUSYBOX=/lab/busybox \
-	MVM_MODULES=/lab/modules MVM_ROOTFS=/lab/root.ext4 MVM_VIRTIOFSD=/usr/libexec/virtiofsd MVM_LINUX_VMLINUX=/lab/vmlinux.sym MVM_LINUX_SYSTEM_MAP=/lab/System.map
+	MVM_MODULES=/lab/modules MVM_MODULES_XZ=/lab/modules-xz MVM_ROOTFS=/lab/root.ext4 MVM_VIRTIOFSD=/usr/libexec/virtiofsd MVM_LINUX_VMLINUX=/lab/vmlinux.sym MVM_LINUX_SYSTEM_MAP=/lab/System.map
 # QEMU for arm64 (qemu-system-aarch64 with its libraries, 70 MB, lab/fetch-qemu.sh),
 # the VMM that mvm profile's tests profile. It goes into the lab only when the
 # tests run need it (all of them, or a LAB_RUN that names QEMU): LAB_QEMU=yes|no
@@ -168,7 +173,7 @@ lab-test: $(LAB_FILES) $(MODULE_FILES)
 	rm -rf $(LAB_OUT) && mkdir -p $(LAB_OUT)
 	MVM_LAB_OUT=$(abspath $(LAB_OUT)) MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) \
 	MVM_TESTHOOKS_BIN=$(abspath $(OUT)/arm64/mvm-testhooks) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_LINUX_GZ=$(abspath $(KERNEL_GZ)) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
-	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_ROOTFS=$(abspath $(ROOTFS)) MVM_VIRTIOFSD=/usr/libexec/virtiofsd \
+	MVM_MODULES=$(abspath $(CACHE)/modules) MVM_MODULES_XZ=$(abspath $(CACHE)/modules-xz) MVM_ROOTFS=$(abspath $(ROOTFS)) MVM_VIRTIOFSD=/usr/libexec/virtiofsd \
 	MVM_LINUX_VMLINUX=$(abspath $(CACHE)/vmlinux.sym) MVM_LINUX_SYSTEM_MAP=$(abspath $(CACHE)/System.map) \
 	$(LAB_ENV_EXTRA) $(OUT)/arm64/integration.test -test.v -test.run '$(value LAB_RUN)' -test.skip '$(value LAB_SKIP)' -test.timeout $(LAB_TIMEOUT)
 else
@@ -311,7 +316,7 @@ ifeq ($(NATIVE),yes)
 	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(value BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
 	$(GO) run ./lab $(LAB_FLAGS) -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
-	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(foreach f,$(MODULE_FILES),-add $(f)=/lab/modules/$(notdir $(f))) $(foreach f,$(BENCH_CPIO),-cpio $(f)) $(BENCH_BASE_ADD) \
+	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(MODULES_ADD) $(foreach f,$(BENCH_CPIO),-cpio $(f)) $(BENCH_BASE_ADD) \
 	  -run 'export $(if $(BENCH_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )$(BENCH_BASE_ENV)MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
 	    /lab/vmm.test -test.run "^$$" -test.bench VCPUOps -test.benchtime 3000x -test.count 3 && \

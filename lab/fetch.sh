@@ -5,7 +5,9 @@
 #
 # Result: CACHE_DIR/vmlinuz (plain arm64 Image), CACHE_DIR/busybox (static) and
 # CACHE_DIR/modules/*.ko: the kernel's modules that mvm's guests (virtio) and the
-# lab machine (tun) load, decompressed, from the same kernel package as vmlinuz.
+# lab machine (tun) load, decompressed, from the same kernel package as vmlinuz;
+# and CACHE_DIR/modules-xz/*.ko.xz: some of them as the package ships them
+# (xz-compressed), for command mode's compressed-module test.
 # Re-running with all present is a no-op; a cache that lacks some of them (from
 # before they were kept, or before one was added to the list) gets them from the
 # package of its cached kernel version, added beside the others, and the cached
@@ -18,9 +20,15 @@ cache=$(cd "$cache" && pwd)
 # Modules kept (file names in the package, without .ko.xz).
 # overlay: command mode's --overlay (cmdmode), a module in Debian's kernels.
 modules=(virtio_mmio virtio_blk failover net_failover virtio_net virtio-rng tun overlay)
+# Kept as shipped, .ko.xz (also decompressed above): the module command
+# mode's init must load for any boot, so a boot shows the kernel took it.
+xz_modules=(virtio_mmio)
 missing=()
 for m in "${modules[@]}"; do
 	[[ -s $cache/modules/$m.ko ]] || missing+=("$m")
+done
+for m in "${xz_modules[@]}"; do
+	[[ -s $cache/modules-xz/$m.ko.xz ]] || missing+=("xz:$m")
 done
 if [[ -s $cache/vmlinuz && -s $cache/busybox && -f $cache/modules/.complete && ${#missing[@]} -eq 0 ]]; then
 	exit 0
@@ -63,17 +71,23 @@ if [[ -s $cache/vmlinuz && -s $cache/busybox && -f $cache/modules/.complete ]]; 
 	x=$apt/x
 	rm -rf "$x" && mkdir -p "$x"
 	for deb in "$apt"/deb/*.deb; do dpkg-deb -x "$deb" "$x"; done
+	mkdir -p "$cache/modules-xz"
 	for m in "${missing[@]}"; do
-		ko=$(find "$x/usr/lib/modules" -name "$m.ko.xz" | head -n1)
+		ko=$(find "$x/usr/lib/modules" -name "${m#xz:}.ko.xz" | head -n1)
 		if [[ -z $ko ]]; then
-			echo "lab: the kernel package has no module $m" >&2
+			echo "lab: the kernel package has no module ${m#xz:}" >&2
 			exit 1
+		fi
+		if [[ $m == xz:* ]]; then
+			cp "$ko" "$cache/modules-xz/${m#xz:}.ko.xz.tmp.$$"
+			mv "$cache/modules-xz/${m#xz:}.ko.xz.tmp.$$" "$cache/modules-xz/${m#xz:}.ko.xz"
+			continue
 		fi
 		xz -dc "$ko" >"$cache/modules/$m.ko.tmp.$$"
 		mv "$cache/modules/$m.ko.tmp.$$" "$cache/modules/$m.ko"
 	done
 	rm -rf "$x" "$apt/deb"
-	echo "lab: added the modules ${missing[*]} of $(cat "$cache/kernel-version") to $cache/modules" >&2
+	echo "lab: added the modules ${missing[*]} of $(cat "$cache/kernel-version") to $cache/modules (xz: kept compressed in $cache/modules-xz)" >&2
 	exit 0
 fi
 echo "lab: downloading $kpkg and busybox-static (arm64)" >&2
@@ -107,7 +121,13 @@ for m in "${modules[@]}"; do
 	fi
 	xz -dc "$ko" >"$mods/$m.ko"
 done
+xzmods=$cache/modules-xz.tmp.$$
+rm -rf "$xzmods" && mkdir -p "$xzmods"
+for m in "${xz_modules[@]}"; do
+	cp "$(find "$x/usr/lib/modules" -name "$m.ko.xz" | head -n1)" "$xzmods/$m.ko.xz"
+done
 touch "$mods/.complete"
 rm -rf "$cache/modules" && mv "$mods" "$cache/modules"
+rm -rf "$cache/modules-xz" && mv "$xzmods" "$cache/modules-xz"
 rm -rf "$x" "$apt/deb"
 echo "lab: cached $(cat "$cache/kernel-version"), its modules and busybox in $cache" >&2
