@@ -93,7 +93,12 @@ func (in *guestInit) run() {
 		in.fail(ExitMVM, "%s", MissingMessage(missing))
 		return
 	}
-	ports, err := findPorts(5 * time.Second)
+	// The driver is there (checked above), so the ports come; how soon
+	// depends on the host answering the port handshake. 5 s was too short
+	// on a loaded 2-core host under the emulated lab (a boot whose kernel
+	// took 31 s to reach the init); a run that truly hangs here is bounded
+	// by this, and by --timeout.
+	ports, err := findPorts(60 * time.Second)
 	if err != nil {
 		in.fail(ExitMVM, "%v", err)
 		return
