@@ -43,7 +43,7 @@ LAB_SMP   ?= 2
 # LAB_ENV_EXTRA: more VAR=value for the integration tests (lab-test-nofwb).
 LAB_ENV_EXTRA ?=
 # BENCH_RUN=REGEX picks the lab benchmarks make bench runs.
-BENCH_RUN ?= CPUOn|CPUOnFew|LinuxBoot|ProfileOverhead|ProfileBreakdown|Virtio|QEMUProfile|BringUp|Hotplug|Boot64|Footprint
+BENCH_RUN ?= CPUOn|CPUOnFew|LinuxBoot|ProfileOverhead|ProfileBreakdown|Virtio|QEMUProfile|BlkQEMU|BootQEMU|BringUp|Hotplug|Boot64|Footprint
 GOFLAGS_ARM64 = CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 CROSS     ?= aarch64-linux-gnu-
 
