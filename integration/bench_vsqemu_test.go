@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -192,6 +193,8 @@ type bootVariant struct {
 	name string
 	// mvm's extra arguments; nil for QEMU.
 	mvm []string
+	// minCPUs: the variant boots only guests of at least this many vCPUs.
+	minCPUs int
 }
 
 // BenchmarkBootQEMU: the Linux test guest (its busybox init prints its
@@ -205,21 +208,26 @@ type bootVariant struct {
 //	mvm-8250     the 16550 without earlycon (earlycon's polled writes
 //	             are MMIO exits QEMU's boot does not make)
 //	mvm-pl011    --serial pl011 and QEMU's command line exactly
+//	mvm-pl011-kvmpsci  the same with --psci kernel (4 vCPUs only; with
+//	             one there is no CPU_ON)
 //
-// PSCI is mvm's default (in mvm where the SMCCC filter exists) and KVM's
-// under QEMU. Each round boots all four, in an order that rotates; reported
+// PSCI is mvm's default (in mvm where the SMCCC filter exists) except in
+// the last variant, and KVM's under QEMU. Each round boots every variant,
+// in an order that rotates; reported
 // per vCPU count: each variant / QEMU (median of the per-round ratios,
 // min..max), QEMU's and each variant's median time, and mvm's vmm_setup
 // and kernel_to_user phases (--result-json).
 func BenchmarkBootQEMU(b *testing.B) {
 	initrd := testInitrdB(b)
-	variants := []bootVariant{
+	all := []bootVariant{
 		{name: "qemu"},
 		{name: "mvm", mvm: []string{"--append", "quiet panic=-1"}},
 		{name: "mvm-8250", mvm: []string{"--cmdline", "console=ttyS0 quiet panic=-1"}},
 		{name: "mvm-pl011", mvm: []string{"--serial", "pl011", "--cmdline", "console=ttyAMA0 quiet panic=-1"}},
+		{name: "mvm-pl011-kvmpsci", mvm: []string{"--serial", "pl011", "--cmdline", "console=ttyAMA0 quiet panic=-1", "--psci", "kernel"}, minCPUs: 2},
 	}
 	for _, cpus := range []int{1, 4} {
+		variants := slices.DeleteFunc(slices.Clone(all), func(v bootVariant) bool { return cpus < v.minCPUs })
 		b.Run(fmt.Sprintf("cpus=%d", cpus), func(b *testing.B) {
 			times := map[string][]float64{}
 			ratios := map[string][]float64{}
