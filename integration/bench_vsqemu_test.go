@@ -97,8 +97,12 @@ func blkRun(b *testing.B, vmm, disk, initrd string, idle bool) blkLoad {
 	prof := filepath.Join(b.TempDir(), "profile.json")
 	var c *exec.Cmd
 	switch vmm {
-	case "mvm":
-		c = exec.Command(env(b, "MVM_BIN"), "run", "--kernel", env(b, "MVM_LINUX"), "--initrd", initrd,
+	case "mvm", "mvm-base":
+		bin := env(b, "MVM_BIN")
+		if vmm == "mvm-base" {
+			bin = env(b, "MVM_BIN_BASE")
+		}
+		c = exec.Command(bin, "run", "--kernel", env(b, "MVM_LINUX"), "--initrd", initrd,
 			"--memory", "512M", "--append", appendArgs, "--disk", disk+",ro", "--rng=false",
 			"--profile", "--profile-sources", "kvm_stats", "--profile-format", "json", "--profile-out", prof)
 	case "qemu":
@@ -140,7 +144,9 @@ func blkRun(b *testing.B, vmm, disk, initrd string, idle bool) blkLoad {
 // stats fd, mmio_exit_user + mmio_exit_kernel, summed over vCPUs; QEMU's
 // through mvm profile --sources kvm_stats) minus the idle boot's, over the
 // MiB read. Reported: each VMM's medians, mvm/QEMU per round (median,
-// min..max) and the exits per MiB, split into user and kernel.
+// min..max) and the exits per MiB, split into user and kernel. With
+// MVM_BIN_BASE (make bench BENCH_BASE=PATH) another mvm build, e.g. main's,
+// runs too, as mvm-base: an A/B of two builds beside QEMU in one run.
 func BenchmarkBlkQEMU(b *testing.B) {
 	dir := b.TempDir()
 	disk := randomFile(b, dir, "disk.img", benchDiskSize)
@@ -154,12 +160,12 @@ func BenchmarkBlkQEMU(b *testing.B) {
 	v := map[string][]float64{}
 	add := func(k string, x float64) { v[k] = append(v[k], x) }
 	for i := 0; i < b.N; i++ {
-		// Alternate which VMM goes first, so that any drift over the run
-		// hits both alike.
 		order := []string{"mvm", "qemu"}
-		if i%2 == 1 {
-			order = []string{"qemu", "mvm"}
+		if os.Getenv("MVM_BIN_BASE") != "" {
+			order = append(order, "mvm-base")
 		}
+		// Rotate the order, so that any drift over the run hits all alike.
+		order = append(order[i%len(order):], order[:i%len(order)]...)
 		got := map[string]blkLoad{}
 		for _, vmm := range order {
 			l := blkRun(b, vmm, disk, initrd, false)
@@ -178,9 +184,16 @@ func BenchmarkBlkQEMU(b *testing.B) {
 		}
 		add("seq-mvm/qemu", got["mvm"].seq/got["qemu"].seq)
 		add("rand4k-mvm/qemu", got["mvm"].rand/got["qemu"].rand)
+		if base, ok := got["mvm-base"]; ok {
+			add("seq-mvm/mvm-base", got["mvm"].seq/base.seq)
+			add("rand4k-mvm/mvm-base", got["mvm"].rand/base.rand)
+		}
 	}
 	keys := []string{"mvm-seq-MB/s", "qemu-seq-MB/s", "seq-mvm/qemu", "mvm-rand4k-IOPS", "qemu-rand4k-IOPS", "rand4k-mvm/qemu",
 		"mvm-exits/MiB", "qemu-exits/MiB", "mvm-user-exits/MiB", "qemu-user-exits/MiB", "mvm-kernel-exits/MiB", "qemu-kernel-exits/MiB"}
+	if os.Getenv("MVM_BIN_BASE") != "" {
+		keys = append(keys, "mvm-base-seq-MB/s", "mvm-base-rand4k-IOPS", "seq-mvm/mvm-base", "rand4k-mvm/mvm-base", "mvm-base-exits/MiB")
+	}
 	for _, k := range keys {
 		b.ReportMetric(median(v[k]), k)
 		fmt.Fprintf(os.Stderr, "blk vs qemu %s: median %.4g, min..max %s (n=%d)\n", k, median(v[k]), spread(v[k]), len(v[k]))
