@@ -285,7 +285,9 @@ endif
 # mvm profile's overhead on a QEMU boot, guest-timed secondary bring-up at
 # 8-64 vCPUs in both PSCI modes, guest-timed Linux CPU hotplug (offline and
 # online again) in both PSCI modes, mvm's resident footprint after a 1-vCPU
-# 128 MiB boot, docs/footprint.md). Each lab benchmark reports ratios against
+# 128 MiB boot, docs/footprint.md), and mvm against QEMU -accel kvm on the
+# same guest: virtio-blk reads and exits per MiB (BlkQEMU), boot to
+# power-off at 1 and 4 vCPUs (BootQEMU). Each lab benchmark reports ratios against
 # a baseline measured in the same run, or a median with its range. Not in
 # the default BENCH_RUN: ProfileFloor and ExitFloor (what the BPF path's
 # tracepoints cost with empty programs, docs/profile.md "The floor").
