@@ -19,7 +19,10 @@ import (
 // and (for virtio-blk) the same raw file, in the same run: issue 20's last
 // two goals. Both VMMs run inside the lab (QEMU from .cache/lab/qemu.cpio),
 // so in the instruction-time lab (make bench-insn) every figure counts
-// executed instructions, the guest's clock included.
+// executed instructions, the guest's clock included. Each iteration is
+// qemuRounds rounds, so that -benchtime 1x (Go's probe run alone) already
+// gives a spread: a round boots every variant once.
+const qemuRounds = 3
 
 // qemuBase is the QEMU command line both benchmarks start from: the virt
 // machine with a GICv3 on KVM, as in DESIGN.md section 7 and qemuArgs.
@@ -159,7 +162,8 @@ func BenchmarkBlkQEMU(b *testing.B) {
 
 	v := map[string][]float64{}
 	add := func(k string, x float64) { v[k] = append(v[k], x) }
-	for i := 0; i < b.N; i++ {
+	rounds := qemuRounds * b.N
+	for i := 0; i < rounds; i++ {
 		order := []string{"mvm", "qemu"}
 		if os.Getenv("MVM_BIN_BASE") != "" {
 			order = append(order, "mvm-base")
@@ -179,7 +183,7 @@ func BenchmarkBlkQEMU(b *testing.B) {
 			add(vmm+"-user-exits/MiB", user/read)
 			add(vmm+"-kernel-exits/MiB", kernel/read)
 			fmt.Printf("%s round %d/%d %s: seq %.2f MB/s, rand4k %.0f IOPS, mmio exits loaded user %d kernel %d, idle user %d kernel %d, %.1f per MiB; wall %.1f s + idle %.1f s\n",
-				b.Name(), i+1, b.N, vmm, l.seq, l.rand, l.user, l.kernel, idle.user, idle.kernel, (user+kernel)/read,
+				b.Name(), i+1, rounds, vmm, l.seq, l.rand, l.user, l.kernel, idle.user, idle.kernel, (user+kernel)/read,
 				l.wall.Seconds(), idle.wall.Seconds())
 		}
 		add("seq-mvm/qemu", got["mvm"].seq/got["qemu"].seq)
@@ -245,7 +249,8 @@ func BenchmarkBootQEMU(b *testing.B) {
 			times := map[string][]float64{}
 			ratios := map[string][]float64{}
 			phases := map[string][]float64{}
-			for i := 0; i < b.N; i++ {
+			rounds := qemuRounds * b.N
+			for i := 0; i < rounds; i++ {
 				round := map[string]float64{}
 				for k := range variants {
 					bv := variants[(k+i)%len(variants)]
@@ -256,7 +261,7 @@ func BenchmarkBootQEMU(b *testing.B) {
 						phases[bv.name+" "+p] = append(phases[bv.name+" "+p], float64(ns))
 					}
 				}
-				line := fmt.Sprintf("%s round %d/%d: qemu %.1f ms", b.Name(), i+1, b.N, round["qemu"]/1e6)
+				line := fmt.Sprintf("%s round %d/%d: qemu %.1f ms", b.Name(), i+1, rounds, round["qemu"]/1e6)
 				for _, bv := range variants[1:] {
 					r := round[bv.name] / round["qemu"]
 					ratios[bv.name] = append(ratios[bv.name], r)
