@@ -21,10 +21,11 @@ import (
 // directly, where through the netpoller it woke a thread parked in
 // epoll_wait, which handed the worker goroutine to a P and woke another
 // thread to look for work, and the worker, finding nothing more, went
-// through the scheduler's search of every P before parking again. On the
-// 4 KiB random-read path of virtio-blk that was most of mvm's per-request
-// cost (docs/devices.md, "Request path"). The eventfd is never registered
-// with the netpoller, so a signal wakes nobody else either.
+// through the scheduler's search of every P before parking again. The
+// eventfd is never registered with the netpoller, so a signal wakes nobody
+// else either. What it saves on a virtio-blk request was not separable
+// from the lab's scatter (docs/devices.md, "Request path" and
+// BenchmarkBlkQEMU).
 type Event struct {
 	fd int
 	// stop is a second, private eventfd: Interrupt signals it and it stays
