@@ -293,7 +293,12 @@ endif
 # 128 MiB boot, docs/footprint.md). Each lab benchmark reports ratios against
 # a baseline measured in the same run, or a median with its range. Not in
 # the default BENCH_RUN: ProfileFloor and ExitFloor (what the BPF path's
-# tracepoints cost with empty programs, docs/profile.md "The floor").
+# tracepoints cost with empty programs, docs/profile.md "The floor"), and
+# mvm against QEMU -accel kvm on the same guest, three rounds an iteration
+# (run them with BENCHTIME=1x): virtio-blk reads and exits per MiB
+# (BlkQEMU, ~4 min a round in instruction time, ~8 in the wall lab) and
+# boot to power-off at 1 and 4 vCPUs (BootQEMU, ~4-6 min a round in
+# instruction time, far more in the wall lab).
 BENCHTIME ?= 2x
 LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
 $(OUT)/arm64/vmm.test: $(GO_SRC)
@@ -302,8 +307,8 @@ $(OUT)/arm64/vmm.test: $(GO_SRC)
 # QEMU goes into the lab when BENCH_RUN names a QEMU benchmark.
 BENCH_CPIO := $(if $(findstring QEMU,$(BENCH_RUN)),$(QEMU_CPIO))
 # BENCH_BASE=PATH: another arm64 mvm build (e.g. main's), which the
-# ProfileFloor and ExitFloor benchmarks also run as their bpf-base variant:
-# an A/B of two builds in one run.
+# ProfileFloor and ExitFloor benchmarks also run as their bpf-base variant
+# and BlkQEMU as mvm-base: an A/B of two builds in one run.
 BENCH_BASE ?=
 BENCH_BASE_ENV := $(if $(BENCH_BASE),MVM_BIN_BASE=/lab/mvm-base )
 BENCH_BASE_ADD := $(if $(BENCH_BASE),-add $(BENCH_BASE)=/lab/mvm-base)

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -74,14 +75,34 @@ func loadTool(tool string, args []string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// Each read is a raw pread64 (no entersyscall): to the Go runtime
+		// the goroutine keeps running, so sysmon, which retakes the P of
+		// a goroutine blocked in a system call for more than 20 µs and
+		// keeps waking every 20 µs while it does, backs off to 10 ms.
+		// Through os.File a guest's read cost it a timer interrupt every
+		// 20 µs or so, and in the instruction-time lab the same guest's
+		// 4 KiB reads then took anywhere between 60 and 190 µs
+		// (BenchmarkBlkQEMU, docs/devices.md). Nothing in the loop
+		// allocates, so no stop-the-world waits on a blocked read.
+		fd := f.Fd()
+		pread := func(b []byte, off int64) (int, error) {
+			n, _, e := unix.RawSyscall6(unix.SYS_PREAD64, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
+			if e != 0 {
+				return int(n), fmt.Errorf("pread at %d: %w", off, e)
+			}
+			return int(n), nil
+		}
 		if tool == "seq" {
 			start := time.Now()
 			var n int64
 			for off := int64(0); off < size; off += int64(len(buf)) {
-				k, err := f.ReadAt(buf, off)
+				k, err := pread(buf, off)
 				n += int64(k)
-				if err != nil && err != io.EOF {
+				if err != nil {
 					return "", err
+				}
+				if k == 0 {
+					break
 				}
 			}
 			return fmt.Sprintf("seq %.3f %d", float64(n)/1e6/time.Since(start).Seconds(), n), nil
@@ -94,8 +115,8 @@ func loadTool(tool string, args []string) (string, error) {
 		blocks := size / 4096
 		start := time.Now()
 		for range count {
-			if _, err := f.ReadAt(buf[:4096], r.Int64N(blocks)*4096); err != nil {
-				return "", err
+			if k, err := pread(buf[:4096], r.Int64N(blocks)*4096); err != nil || k != 4096 {
+				return "", fmt.Errorf("random read: %d bytes, %v", k, err)
 			}
 		}
 		return fmt.Sprintf("rand %.1f %d", float64(count)/time.Since(start).Seconds(), count), nil

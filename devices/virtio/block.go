@@ -132,9 +132,12 @@ func (b *Block) Size() uint64 { return b.size }
 // ReadOnly reports whether the device refuses writes.
 func (b *Block) ReadOnly() bool { return b.ro }
 
-// Features implements Device.
+// Features implements Device. VIRTIO_F_EVENT_IDX lets the driver skip the
+// notification (an ioeventfd exit) of a request it adds while the worker
+// is still draining the queue, and lets the device skip interrupts the
+// driver did not ask for (docs/devices.md, "Request path").
 func (b *Block) Features() uint64 {
-	f := uint64(blkFSegMax|blkFFlush) | hvirtio.FIndirectDesc
+	f := uint64(blkFSegMax|blkFFlush) | hvirtio.FIndirectDesc | hvirtio.FEventIdx
 	if b.ro {
 		f |= blkFRO
 	}

@@ -34,7 +34,9 @@ func FuzzQueue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, size uint16, desc, avail, used uint64, indirect bool, mem []byte) {
 		ram := newFakeRAM(8192)
 		copy(ram.b, mem)
-		cfg := QueueConfig{Size: size, DescAddr: testRAMBase + desc, AvailAddr: testRAMBase + avail, UsedAddr: testRAMBase + used}
+		// EVENT_IDX with the odd descriptor addresses, so both ways of
+		// deciding interrupts (and ArmNotify's store) meet every layout.
+		cfg := QueueConfig{Size: size, DescAddr: testRAMBase + desc, AvailAddr: testRAMBase + avail, UsedAddr: testRAMBase + used, EventIdx: desc%2 == 1}
 		q, err := NewQueue(ram, cfg, indirect)
 		if err != nil {
 			return
@@ -55,6 +57,7 @@ func FuzzQueue(f *testing.F) {
 			_ = err
 			q.Push(c.Head, uint32(c.WritableLen()))
 			q.WantsInterrupt()
+			q.ArmNotify()
 		}
 	})
 }

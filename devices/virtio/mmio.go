@@ -375,6 +375,7 @@ func (t *Transport) startLocked() {
 		Problem:   t.problem,
 	}
 	indirect := t.drvFeat&hvirtio.FIndirectDesc != 0
+	eventIdx := t.drvFeat&hvirtio.FEventIdx != 0
 	max := t.dev.QueueMax()
 	for i, r := range t.queues {
 		if !r.ready {
@@ -384,7 +385,7 @@ func (t *Transport) startLocked() {
 			t.fault(fmt.Errorf("queue %d: size %d is above the maximum %d", i, r.num, max[i]))
 			return
 		}
-		q, err := NewQueue(t.mem, QueueConfig{Size: uint16(r.num), DescAddr: r.desc, AvailAddr: r.driver, UsedAddr: r.deviceAdr}, indirect)
+		q, err := NewQueue(t.mem, QueueConfig{Size: uint16(r.num), DescAddr: r.desc, AvailAddr: r.driver, UsedAddr: r.deviceAdr, EventIdx: eventIdx}, indirect)
 		if err != nil {
 			t.fault(fmt.Errorf("queue %d: %w", i, err))
 			return

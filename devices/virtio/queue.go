@@ -54,6 +54,10 @@ var (
 type QueueConfig struct {
 	Size                          uint16
 	DescAddr, AvailAddr, UsedAddr uint64
+	// EventIdx: VIRTIO_F_EVENT_IDX was negotiated, so the driver's
+	// used_event and the device's avail_event suppress interrupts and
+	// notifications (virtio 1.2 section 2.7.7, 2.7.10).
+	EventIdx bool
 }
 
 // Queue is one split virtqueue. Only one goroutine (the queue's worker) may
@@ -62,7 +66,11 @@ type Queue struct {
 	mem      Memory
 	size     uint16
 	indirect bool // VIRTIO_F_INDIRECT_DESC negotiated
-	desc     []byte
+	eventIdx bool // VIRTIO_F_EVENT_IDX negotiated
+	// eventWords: avail and used reach 2 bytes past the rings, so the
+	// event fields' 32-bit words are inside them.
+	eventWords bool
+	desc       []byte
 	// avail and used start at 4-byte aligned guest addresses at or below
 	// the rings, so that the 16-bit fields can be read and written with
 	// 32-bit atomics; availOff is where the ring itself starts.
@@ -72,6 +80,13 @@ type Queue struct {
 
 	lastAvail uint16 // next avail ring entry to take
 	usedIdx   uint16 // next used ring entry to fill
+	// signalled is usedIdx when WantsInterrupt last ran: with EVENT_IDX
+	// the driver wants an interrupt once used.idx passes its used_event,
+	// judged over what was pushed since then.
+	signalled uint16
+	// fence is only the target of a read-modify-write whose full ordering
+	// the EVENT_IDX checks need (see full).
+	fence atomic.Uint32
 }
 
 // NewQueue checks a driver's queue configuration against the layout rules
@@ -84,7 +99,7 @@ func NewQueue(mem Memory, c QueueConfig, indirect bool) (*Queue, error) {
 	if c.DescAddr%descAlign != 0 || c.AvailAddr%availAlign != 0 || c.UsedAddr%usedAlign != 0 {
 		return nil, fmt.Errorf("queue rings at %#x/%#x/%#x are misaligned (need 16/2/4)", c.DescAddr, c.AvailAddr, c.UsedAddr)
 	}
-	q := &Queue{mem: mem, size: c.Size, indirect: indirect}
+	q := &Queue{mem: mem, size: c.Size, indirect: indirect, eventIdx: c.EventIdx}
 	var ok bool
 	if q.desc, ok = mem.Slice(c.DescAddr, descSize*n); !ok {
 		return nil, fmt.Errorf("descriptor table at %#x+%#x is not in RAM", c.DescAddr, descSize*n)
@@ -95,6 +110,20 @@ func NewQueue(mem Memory, c QueueConfig, indirect bool) (*Queue, error) {
 	}
 	if q.used, ok = mem.Slice(c.UsedAddr, 6+usedElemSize*n); !ok {
 		return nil, fmt.Errorf("device ring at %#x is not in RAM", c.UsedAddr)
+	}
+	if c.EventIdx {
+		// used_event and avail_event are 16-bit fields; they are read and
+		// written through the aligned 32-bit word holding them, which
+		// may reach 2 bytes past the ring (never written: see
+		// setAvailEvent). Where the ring ends RAM, plain accesses.
+		if a, ok := mem.Slice(c.AvailAddr&^3, uint64(q.availOff)+8+2*n); ok {
+			q.avail, q.eventWords = a, true
+		}
+		if u, ok := mem.Slice(c.UsedAddr, 8+usedElemSize*n); ok && q.eventWords {
+			q.used = u
+		} else {
+			q.eventWords = false
+		}
 	}
 	return q, nil
 }
@@ -222,9 +251,77 @@ func (q *Queue) Push(head uint16, written uint32) {
 }
 
 // WantsInterrupt reports whether the driver wants an interrupt for what
-// Push returned, i.e. has not set VIRTQ_AVAIL_F_NO_INTERRUPT. The load
-// follows Push's store-release in order (LDAR after STLR), so a driver that
-// re-enables interrupts and then checks used.idx cannot miss both.
+// Push returned since the last call. Without EVENT_IDX: unless it has set
+// VIRTQ_AVAIL_F_NO_INTERRUPT; the load follows Push's store-release in
+// order (LDAR after STLR), so a driver that re-enables interrupts and then
+// checks used.idx cannot miss both. With EVENT_IDX: when used.idx moved
+// past the driver's used_event (section 2.7.10: the driver wants an
+// interrupt once the entry at used_event is used), the same test as
+// Linux's vring_need_event.
 func (q *Queue) WantsInterrupt() bool {
-	return load16(q.avail, q.availOff)&availFNoIntr == 0
+	old := q.signalled
+	q.signalled = q.usedIdx
+	if !q.eventIdx {
+		return load16(q.avail, q.availOff)&availFNoIntr == 0
+	}
+	// used.idx was stored (Push) before used_event is read: a driver that
+	// writes used_event and then reads used.idx sees one or the other.
+	q.full()
+	return needEvent(q.usedEvent(), q.usedIdx, old)
 }
+
+// usedEvent is the driver's used_event (after avail.ring).
+func (q *Queue) usedEvent() uint16 {
+	off := q.availOff + 4 + 2*int(q.size)
+	if q.eventWords {
+		return load16(q.avail, off)
+	}
+	return binary.LittleEndian.Uint16(q.avail[off:])
+}
+
+// setAvailEvent writes the device's avail_event (after used.ring). Its
+// 32-bit word is 4-aligned and its upper half is not the device's (2 bytes
+// past the ring): a compare-and-swap changes only the lower half.
+func (q *Queue) setAvailEvent(v uint16) {
+	off := 4 + usedElemSize*int(q.size)
+	if !q.eventWords {
+		binary.LittleEndian.PutUint16(q.used[off:], v)
+		return
+	}
+	w := (*uint32)(unsafe.Pointer(&q.used[off]))
+	for {
+		old := atomic.LoadUint32(w)
+		if atomic.CompareAndSwapUint32(w, old, old&^0xffff|uint32(v)) {
+			return
+		}
+	}
+}
+
+// needEvent is section 2.7.10's condition: whether an index moving from old
+// to new passed event (event in [old, new), modulo 2^16).
+func needEvent(event, new, old uint16) bool {
+	return new-event-1 < new-old
+}
+
+// ArmNotify, with EVENT_IDX, asks the driver to notify when it makes the
+// next buffer available (avail_event = the next entry to take) and then
+// reports whether buffers arrived meanwhile, which the caller must take
+// before it waits for a notification. Without EVENT_IDX the driver always
+// notifies and it reports false.
+func (q *Queue) ArmNotify() bool {
+	if !q.eventIdx {
+		return false
+	}
+	q.setAvailEvent(q.lastAvail)
+	// avail_event is stored before avail.idx is read again: a driver
+	// that writes avail.idx and then reads avail_event sees one or the
+	// other, so no buffer is left without a notification.
+	q.full()
+	return q.Pending()
+}
+
+// full orders every memory access before it before every access after it:
+// a read-modify-write with acquire and release semantics (on arm64 an
+// LDADDAL, or an LDAXR/STLXR loop), what a store followed by a load of
+// another location needs.
+func (q *Queue) full() { q.fence.Add(1) }

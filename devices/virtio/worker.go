@@ -35,7 +35,7 @@ func (w *workers) serve(env *Env, qi int, drain func(q *Queue) (bool, error)) {
 			}
 			// A driver that keeps the ring full is served a queue's worth
 			// at a time, so a stop is seen between rounds.
-			if q.Pending() {
+			if q.Pending() || q.ArmNotify() {
 				continue
 			}
 			if kick.Wait() != nil {
