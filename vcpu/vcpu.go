@@ -508,13 +508,15 @@ func (v *VCPU) rearm() error {
 	return nil
 }
 
-// setEntry writes PC and, if not zero, X0 for req.
+// setEntry writes PC and, if not zero, X0 for req. On the vCPU's own
+// thread, between its wake-up and its KVM_RUN: raw calls
+// (kvm.SetOneRegOwn).
 func (v *VCPU) setEntry(req PowerOnRequest) error {
-	if err := kvm.SetOneReg(v.fd, kvm.RegPC, req.Entry); err != nil {
+	if err := kvm.SetOneRegOwn(v.rawFD, kvm.RegPC, req.Entry); err != nil {
 		return fmt.Errorf("reset vCPU %d: set PC: %w", v.ID, err)
 	}
 	if req.Context != 0 {
-		if err := kvm.SetOneReg(v.fd, kvm.RegX(0), req.Context); err != nil {
+		if err := kvm.SetOneRegOwn(v.rawFD, kvm.RegX(0), req.Context); err != nil {
 			return fmt.Errorf("reset vCPU %d: set X0: %w", v.ID, err)
 		}
 	}
@@ -622,7 +624,7 @@ func (v *VCPU) otherExit(e *Exit, errno unix.Errno, h Handler) (Action, error) {
 	}
 	a := h.Exit(v, e)
 	if a.SetX0 {
-		if err := kvm.SetOneReg(v.fd, kvm.RegX(0), a.X0); err != nil {
+		if err := kvm.SetOneRegOwn(v.rawFD, kvm.RegX(0), a.X0); err != nil {
 			return Action{}, fmt.Errorf("vCPU %d: write X0 (the result of SMCCC call %#x): %w", v.ID, e.Hypercall.FID, err)
 		}
 	}
@@ -630,7 +632,9 @@ func (v *VCPU) otherExit(e *Exit, errno unix.Errno, h Handler) (Action, error) {
 }
 
 // decode fills e from KVM_RUN's result errno and the kvm_run page, and for
-// a forwarded call in the PSCI ranges reads its argument registers.
+// a forwarded call in the PSCI ranges reads its argument registers (on
+// the vCPU's own thread, so as raw calls: kvm.GetOneRegOwn; a CPU_ON's
+// caller reads three before it can post the start).
 func (v *VCPU) decode(e *Exit, errno unix.Errno) error {
 	e.Errno = 0
 	if errno == unix.EINTR || errno == unix.EAGAIN {
@@ -652,7 +656,7 @@ func (v *VCPU) decode(e *Exit, errno unix.Errno) error {
 		e.Hypercall = HypercallExit{FID: fid, SMC: flags&kvm.HypercallExitSMC != 0}
 		if psci.InRange(fid) {
 			for i := 1; i <= psci.Args(fid); i++ {
-				x, err := kvm.GetOneReg(v.fd, kvm.RegX(i))
+				x, err := kvm.GetOneRegOwn(v.rawFD, kvm.RegX(i))
 				if err != nil {
 					return fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err)
 				}
