@@ -109,7 +109,8 @@ type VCPU struct {
 
 	// LastOn is the most recent power-on request this vCPU acted on;
 	// Woken when this thread took it, Reset when its registers were set,
-	// Entered when it then entered the guest. Read them after Loop returns
+	// Entered when it then entered the guest (taken just before the
+	// Entering callback, which may use it). Read them after Loop returns
 	// or from the Entering callback.
 	LastOn                PowerOnRequest
 	Woken, Reset, Entered time.Time
@@ -142,6 +143,15 @@ func (v *VCPU) LastExitTime() time.Time {
 // Origin is when the vCPU was created: Handler.Exited's times are offsets
 // from it.
 func (v *VCPU) Origin() time.Time { return v.origin }
+
+// Now is the current moment on the vCPU's exit clock (exitClock: a read of
+// the generic timer's counter, re-anchored to the monotonic clock when
+// 100 ms old) rather than time.Now's vDSO call, for the moments of the
+// CPU_ON path (Woken, Reset, Entered, and the caller's PowerOnRequest.Issued):
+// each vDSO read through the runtime's trampoline was about a hundred
+// instructions on that path. Call it only on the vCPU's own thread (from
+// a Handler method or the loop), which owns the clock.
+func (v *VCPU) Now() time.Time { return v.origin.Add(v.clock.now()) }
 
 // Snapshot is where a vCPU's guest was when Inspect reached it.
 type Snapshot struct {
@@ -378,7 +388,7 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 		if err := v.step(EventWake); err != nil {
 			return err
 		}
-		v.Woken = time.Now()
+		v.Woken = v.Now()
 		next, err := v.start(req, stop, h)
 		// Where the guest kernel's exception vectors are, for the exit
 		// profile's KASLR offset; read here, on the vCPU's own thread,
@@ -422,13 +432,13 @@ func (v *VCPU) start(req PowerOnRequest, stop <-chan struct{}, h Handler) (Next,
 	if err := v.reset(req); err != nil {
 		return Halt, err
 	}
-	v.Reset = time.Now()
+	v.Reset = v.Now()
 	v.LastOn = req
 	if req.Ready != nil {
 		close(req.Ready)
 	}
+	v.Entered = v.Now()
 	h.Entering(v)
-	v.Entered = time.Now()
 	return v.runGuest(stop, h)
 }
 
@@ -559,8 +569,9 @@ func stopped(stop <-chan struct{}) bool {
 // the garbage collector's stop-the-world waited for that vCPU forever (a
 // 4-vCPU Linux boot with a metrics scraper hung in the lab).
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
+	// No anchor here: the power-on's Now calls (Woken, Reset, Entered)
+	// already re-anchored a clock that had been idle for 100 ms.
 	clk := &v.clock
-	clk.anchor()
 	fd := v.rawFD
 	for {
 		v.run.SetImmediateExit(false)
