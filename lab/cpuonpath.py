@@ -133,6 +133,14 @@ def main():
             if tc and ccpu and int(tc.group(1)) == ccpu[0]:
                 same += 1
         print('  target woken on the caller\'s lab CPU in %d of %d rounds' % (same, len(rs)))
+        # Rounds in which another thread of the process (the Go runtime's:
+        # sysmon, idle Ms) ran, against the rest.
+        busy, quiet = [], []
+        for (s, w, e), d in zip(rs, tot):
+            other = any(p not in (caller, target) and c.startswith('mvm') for t, c, p, cpu, name, a in ev[s:e + 1])
+            (busy if other else quiet).append(d)
+        print('  rounds with another mvm thread in the window: %d, t0->entry p50 %.1f µs; without: %d, p50 %.1f µs' % (
+            len(busy), q(busy, .5), len(quiet), q(quiet, .5)))
         print('  threads in the windows (rounds present):', ', '.join('%s %d' % kv for kv in present.most_common()))
         print('  events per round by thread:', ', '.join('%s:%s %.2f' % (k[0], k[1], v / len(rs)) for k, v in per.most_common(25)))
         if verbose and rs:
