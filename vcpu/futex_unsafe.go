@@ -27,7 +27,7 @@ func futexWait(w *atomic.Uint32, val uint32) {
 // on the CPU_ON path the caller, a vCPU thread in the middle of its
 // hypercall exit, posts and wakes the target, and those transitions were a
 // share of that post. (futexWait blocks and stays an ordinary Syscall,
-// which hands its P to the runtime while it sleeps.)
+// so that the runtime can take its P while it sleeps.)
 func futexWake(w *atomic.Uint32) {
 	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakePrivate, 1, 0, 0, 0)
 }
