@@ -307,8 +307,9 @@ $(OUT)/arm64/vmm.test: $(GO_SRC)
 # QEMU goes into the lab when BENCH_RUN names a QEMU benchmark.
 BENCH_CPIO := $(if $(findstring QEMU,$(BENCH_RUN)),$(QEMU_CPIO))
 # BENCH_BASE=PATH: another arm64 mvm build (e.g. main's), which the
-# ProfileFloor and ExitFloor benchmarks also run as their bpf-base variant
-# and BlkQEMU as mvm-base: an A/B of two builds in one run.
+# ProfileFloor and ExitFloor benchmarks also run as their bpf-base variant,
+# BlkQEMU as mvm-base, and CPUOnFew and BringUp as a third side, base (PSCI
+# in mvm by that build): an A/B of two builds in one run.
 BENCH_BASE ?=
 BENCH_BASE_ENV := $(if $(BENCH_BASE),MVM_BIN_BASE=/lab/mvm-base )
 BENCH_BASE_ADD := $(if $(BENCH_BASE),-add $(BENCH_BASE)=/lab/mvm-base)

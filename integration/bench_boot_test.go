@@ -442,28 +442,33 @@ func BenchmarkBoot64(b *testing.B) {
 // PSCI in mvm (user) and in KVM (kernel); per size the two modes alternate
 // which boots first. It prints every sample and reports per size the
 // medians, min..max, user/kernel and its bootstrap 95% interval. Aim:
-// user/kernel <= 1.0 at every size.
+// user/kernel <= 1.0 at every size. With MVM_BIN_BASE (make bench
+// BENCH_BASE=PATH) a third side, base, is PSCI in mvm run by that build,
+// interleaved with the others (psciSides), reported as base/kernel and
+// user/base.
 func BenchmarkBringUp(b *testing.B) {
 	for _, cpus := range []int{8, 16, 32, 64} {
 		b.Run(fmt.Sprintf("cpus=%d", cpus), func(b *testing.B) {
 			got := map[string][]float64{}
 			hung := map[string]int{}
 			for i := 0; i < b.N; i++ {
-				modes := []string{"user", "kernel"}
-				if i%2 == 1 {
-					modes = []string{"kernel", "user"}
-				}
-				for _, mode := range modes {
-					d, ok := guestBringUp(b, cpus, mode)
-					if !ok {
-						hung[mode]++
-						continue
-					}
-					got[mode] = append(got[mode], float64(d))
+				for _, side := range psciSides(i) {
+					side.run(func() {
+						d, ok := guestBringUp(b, cpus, side.mode)
+						if !ok {
+							hung[side.name]++
+							return
+						}
+						got[side.name] = append(got[side.name], float64(d))
+					})
 				}
 			}
-			for _, mode := range []string{"user", "kernel"} {
-				fmt.Fprintf(os.Stderr, "bring-up cpus=%d psci=%s ms: %s (failed boots: %d)\n", cpus, mode, msList(got[mode]), hung[mode])
+			names := []string{"user", "kernel"}
+			if os.Getenv("MVM_BIN_BASE") != "" {
+				names = append(names, "base")
+			}
+			for _, name := range names {
+				fmt.Fprintf(os.Stderr, "bring-up cpus=%d psci=%s ms: %s (failed boots: %d)\n", cpus, name, msList(got[name]), hung[name])
 			}
 			u, k := got["user"], got["kernel"]
 			if len(u) == 0 || len(k) == 0 {
@@ -474,7 +479,19 @@ func BenchmarkBringUp(b *testing.B) {
 			// costs some 0.1 ms more (BenchmarkCPUOn), a few ms of a
 			// bring-up whose boot-to-boot spread is tens of ms or more.
 			reportUserKernel(b, fmt.Sprintf("bring-up cpus=%d", cpus), u, k)
-			b.ReportMetric(float64(hung["user"]+hung["kernel"]), "failed-boots")
+			if ba := got["base"]; len(ba) > 0 {
+				for _, r := range []struct {
+					name string
+					a, b []float64
+				}{{"base/kernel", ba, k}, {"user/base", u, ba}} {
+					lo, hi := ratioCI(r.a, r.b)
+					fmt.Fprintf(os.Stderr, "bring-up cpus=%d %s median %.3f, 95%% CI %.3f..%.3f; base: %d of %d within ±5%% of their median\n",
+						cpus, r.name, median(r.a)/median(r.b), lo, hi, withinOfMedian(ba, 0.05), len(ba))
+					b.ReportMetric(median(r.a)/median(r.b), r.name)
+				}
+				b.ReportMetric(median(ba)/1e6, "base-ms")
+			}
+			b.ReportMetric(float64(hung["user"]+hung["kernel"]+hung["base"]), "failed-boots")
 			b.ReportMetric(0, "ns/op")
 		})
 	}

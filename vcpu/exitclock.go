@@ -13,7 +13,7 @@ import "time"
 //
 // Times are offsets from the vCPU's origin on Go's monotonic clock, as
 // before: the clock is anchored (a counter read beside a monotonic one)
-// when the loop starts and again whenever 100 ms of counter have passed
+// at its first read and again whenever 100 ms of counter have passed
 // since, so the counter's rate and the monotonic clock's (which NTP may
 // slew by up to 500 ppm) can part by at most 50 µs. Owned by the vCPU's
 // thread.

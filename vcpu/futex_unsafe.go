@@ -22,7 +22,12 @@ func futexWait(w *atomic.Uint32, val uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWaitPrivate, uintptr(val), 0, 0, 0)
 }
 
-// futexWake wakes one thread sleeping on w.
+// futexWake wakes one thread sleeping on w. FUTEX_WAKE never blocks, so it
+// is a raw system call, without the Go runtime's entersyscall/exitsyscall:
+// on the CPU_ON path the caller, a vCPU thread in the middle of its
+// hypercall exit, posts and wakes the target, and those transitions were a
+// share of that post. (futexWait blocks and stays an ordinary Syscall,
+// so that the runtime can take its P while it sleeps.)
 func futexWake(w *atomic.Uint32) {
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakePrivate, 1, 0, 0, 0)
+	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakePrivate, 1, 0, 0, 0)
 }

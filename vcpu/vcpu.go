@@ -109,7 +109,8 @@ type VCPU struct {
 
 	// LastOn is the most recent power-on request this vCPU acted on;
 	// Woken when this thread took it, Reset when its registers were set,
-	// Entered when it then entered the guest. Read them after Loop returns
+	// Entered when it then entered the guest (taken just before the
+	// Entering callback, which may use it). Read them after Loop returns
 	// or from the Entering callback.
 	LastOn                PowerOnRequest
 	Woken, Reset, Entered time.Time
@@ -142,6 +143,15 @@ func (v *VCPU) LastExitTime() time.Time {
 // Origin is when the vCPU was created: Handler.Exited's times are offsets
 // from it.
 func (v *VCPU) Origin() time.Time { return v.origin }
+
+// Now is the current moment on the vCPU's exit clock (exitClock: a read of
+// the generic timer's counter, re-anchored to the monotonic clock when
+// 100 ms old) rather than time.Now's vDSO call, for the moments of the
+// CPU_ON path (Woken, Reset, Entered, and the caller's PowerOnRequest.Issued):
+// each vDSO read through the runtime's trampoline was about a hundred
+// instructions on that path. Call it only on the vCPU's own thread (from
+// a Handler method or the loop), which owns the clock.
+func (v *VCPU) Now() time.Time { return v.origin.Add(v.clock.now()) }
 
 // Snapshot is where a vCPU's guest was when Inspect reached it.
 type Snapshot struct {
@@ -378,7 +388,7 @@ func (v *VCPU) Loop(stop <-chan struct{}, h Handler) error {
 		if err := v.step(EventWake); err != nil {
 			return err
 		}
-		v.Woken = time.Now()
+		v.Woken = v.Now()
 		next, err := v.start(req, stop, h)
 		// Where the guest kernel's exception vectors are, for the exit
 		// profile's KASLR offset; read here, on the vCPU's own thread,
@@ -422,13 +432,13 @@ func (v *VCPU) start(req PowerOnRequest, stop <-chan struct{}, h Handler) (Next,
 	if err := v.reset(req); err != nil {
 		return Halt, err
 	}
-	v.Reset = time.Now()
+	v.Reset = v.Now()
 	v.LastOn = req
 	if req.Ready != nil {
 		close(req.Ready)
 	}
+	v.Entered = v.Now()
 	h.Entering(v)
-	v.Entered = time.Now()
 	return v.runGuest(stop, h)
 }
 
@@ -508,13 +518,15 @@ func (v *VCPU) rearm() error {
 	return nil
 }
 
-// setEntry writes PC and, if not zero, X0 for req.
+// setEntry writes PC and, if not zero, X0 for req. On the vCPU's own
+// thread, between its wake-up and its KVM_RUN: raw calls
+// (kvm.SetOneRegOwn).
 func (v *VCPU) setEntry(req PowerOnRequest) error {
-	if err := kvm.SetOneReg(v.fd, kvm.RegPC, req.Entry); err != nil {
+	if err := kvm.SetOneRegOwn(v.rawFD, kvm.RegPC, req.Entry); err != nil {
 		return fmt.Errorf("reset vCPU %d: set PC: %w", v.ID, err)
 	}
 	if req.Context != 0 {
-		if err := kvm.SetOneReg(v.fd, kvm.RegX(0), req.Context); err != nil {
+		if err := kvm.SetOneRegOwn(v.rawFD, kvm.RegX(0), req.Context); err != nil {
 			return fmt.Errorf("reset vCPU %d: set X0: %w", v.ID, err)
 		}
 	}
@@ -557,8 +569,9 @@ func stopped(stop <-chan struct{}) bool {
 // the garbage collector's stop-the-world waited for that vCPU forever (a
 // 4-vCPU Linux boot with a metrics scraper hung in the lab).
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
+	// No anchor here: the power-on's Now calls (Woken, Reset, Entered)
+	// already re-anchored a clock that had been idle for 100 ms.
 	clk := &v.clock
-	clk.anchor()
 	fd := v.rawFD
 	for {
 		v.run.SetImmediateExit(false)
@@ -622,7 +635,7 @@ func (v *VCPU) otherExit(e *Exit, errno unix.Errno, h Handler) (Action, error) {
 	}
 	a := h.Exit(v, e)
 	if a.SetX0 {
-		if err := kvm.SetOneReg(v.fd, kvm.RegX(0), a.X0); err != nil {
+		if err := kvm.SetOneRegOwn(v.rawFD, kvm.RegX(0), a.X0); err != nil {
 			return Action{}, fmt.Errorf("vCPU %d: write X0 (the result of SMCCC call %#x): %w", v.ID, e.Hypercall.FID, err)
 		}
 	}
@@ -630,7 +643,9 @@ func (v *VCPU) otherExit(e *Exit, errno unix.Errno, h Handler) (Action, error) {
 }
 
 // decode fills e from KVM_RUN's result errno and the kvm_run page, and for
-// a forwarded call in the PSCI ranges reads its argument registers.
+// a forwarded call in the PSCI ranges reads its argument registers (on
+// the vCPU's own thread, so as raw calls: kvm.GetOneRegOwn; a CPU_ON's
+// caller reads three before it can post the start).
 func (v *VCPU) decode(e *Exit, errno unix.Errno) error {
 	e.Errno = 0
 	if errno == unix.EINTR || errno == unix.EAGAIN {
@@ -652,7 +667,7 @@ func (v *VCPU) decode(e *Exit, errno unix.Errno) error {
 		e.Hypercall = HypercallExit{FID: fid, SMC: flags&kvm.HypercallExitSMC != 0}
 		if psci.InRange(fid) {
 			for i := 1; i <= psci.Args(fid); i++ {
-				x, err := kvm.GetOneReg(v.fd, kvm.RegX(i))
+				x, err := kvm.GetOneRegOwn(v.rawFD, kvm.RegX(i))
 				if err != nil {
 					return fmt.Errorf("vCPU %d: read X%d for PSCI call %s: %w", v.ID, i, psci.Name(fid), err)
 				}

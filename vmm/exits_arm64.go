@@ -18,7 +18,9 @@ import (
 // Entering implements vcpu.Handler: a vCPU is about to enter the guest
 // after a power-on.
 func (m *VM) Entering(v *vcpu.VCPU) {
-	now := time.Now()
+	// v.Entered: taken on the vCPU's counter clock just before this call
+	// (vcpu.VCPU.Now), not a second clock read on the way into the guest.
+	now := v.Entered
 	m.mu.Lock()
 	if v.ID == 0 && m.timeline.FirstRun.IsZero() {
 		m.timeline.FirstRun = now
@@ -56,7 +58,7 @@ func (m *VM) Exit(v *vcpu.VCPU, e *vcpu.Exit) vcpu.Action {
 	if a.start.ok {
 		// Posted before the loop writes the caller's X0, so that write
 		// overlaps the target's wake-up instead of preceding it.
-		req := vcpu.PowerOnRequest{Entry: a.start.entry, Context: a.start.context, Exited: e.At, Issued: time.Now()}
+		req := vcpu.PowerOnRequest{Entry: a.start.entry, Context: a.start.context, Exited: e.At, Issued: v.Now()}
 		if !m.cpus[a.start.target].v.PowerOn(req) {
 			// PSCI moved the target OFF -> ON_PENDING just now, so
 			// no request can be queued for it; reaching this is a bug.

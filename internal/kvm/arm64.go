@@ -5,6 +5,8 @@ package kvm
 import (
 	"os"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // VCPUInit mirrors struct kvm_vcpu_init (arch/arm64/include/uapi/asm/kvm.h).
@@ -77,6 +79,36 @@ func SetOneReg(vcpu *os.File, id RegID, v uint64) error {
 	r := oneReg{ID: uint64(id), Addr: uint64(uintptr(unsafe.Pointer(&v)))}
 	_, err := ioctl(vcpu.Fd(), reqSetOneReg, uintptr(unsafe.Pointer(&r)))
 	return err
+}
+
+// GetOneRegOwn is GetOneReg for the vCPU's own thread (the one that runs
+// its KVM_RUN), with the vCPU fd as a number, made as a raw system call:
+// no entersyscall/exitsyscall in the Go runtime around it. That is right
+// only for a call that cannot block: KVM_GET_ONE_REG takes the vCPU's
+// mutex, which on the vCPU's own thread no other ioctl holds (mvm makes
+// every vCPU ioctl there), and copies one register (virt/kvm/kvm_main.c,
+// kvm_vcpu_ioctl). A raw call keeps its P, so one that blocked would
+// stall the garbage collector's stop-the-world (under mvm's
+// asyncpreemptoff=1 nothing would interrupt it): KVM_RUN never goes this
+// way. On the CPU_ON path (the caller's X1-X3, the target's PC) the
+// runtime's transitions are a measurable share of each call.
+func GetOneRegOwn(fd uintptr, id RegID) (uint64, error) {
+	var v uint64
+	r := oneReg{ID: uint64(id), Addr: uint64(uintptr(unsafe.Pointer(&v)))}
+	if _, _, errno := unix.RawSyscall(unix.SYS_IOCTL, fd, reqGetOneReg, uintptr(unsafe.Pointer(&r))); errno != 0 {
+		return 0, errno
+	}
+	return v, nil
+}
+
+// SetOneRegOwn is SetOneReg for the vCPU's own thread, as a raw system
+// call: GetOneRegOwn says when that is right.
+func SetOneRegOwn(fd uintptr, id RegID, v uint64) error {
+	r := oneReg{ID: uint64(id), Addr: uint64(uintptr(unsafe.Pointer(&v)))}
+	if _, _, errno := unix.RawSyscall(unix.SYS_IOCTL, fd, reqSetOneReg, uintptr(unsafe.Pointer(&r))); errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // PSTATE for entering a guest kernel: EL1h with D, A, I and F masked
