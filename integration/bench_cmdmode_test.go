@@ -96,6 +96,16 @@ func qemuVFSInitrd(tb testing.TB, cmd string) string {
 // QEMU's console output.
 func qemuVFSRun(tb testing.TB, initrd string) (time.Duration, string) {
 	tb.Helper()
+	return qemuVFSRunAppend(tb, initrd, "")
+}
+
+// qemuConsoleCmdline is the QEMU guest's kernel command line, as in the
+// other QEMU tests (qemuArgs).
+const qemuConsoleCmdline = "console=ttyAMA0 quiet panic=-1"
+
+// qemuVFSRunAppend is qemuVFSRun with more kernel parameters.
+func qemuVFSRunAppend(tb testing.TB, initrd, more string) (time.Duration, string) {
+	tb.Helper()
 	mounts, err := os.ReadFile("/proc/self/mounts")
 	if err != nil {
 		tb.Fatal(err)
@@ -133,7 +143,7 @@ func qemuVFSRun(tb testing.TB, initrd string) (time.Duration, string) {
 		"-object", "memory-backend-memfd,id=mem,size=512M,share=on", "-numa", "node,memdev=mem",
 		"-chardev", "socket,id=vfs,path="+sock, "-device", "vhost-user-fs-device,chardev=vfs,tag=root",
 		"-nographic", "-nic", "none", "-no-reboot",
-		"-kernel", env(tb, "MVM_LINUX"), "-initrd", initrd, "-append", "console=ttyAMA0 quiet panic=-1")
+		"-kernel", env(tb, "MVM_LINUX"), "-initrd", initrd, "-append", strings.TrimSpace(qemuConsoleCmdline+" "+more))
 	out, qerr := q.CombinedOutput()
 	verr := vfsd.Wait()
 	d := time.Since(start)
@@ -156,8 +166,19 @@ func mvmVFSArgs(tb testing.TB, cmd ...string) []string {
 // mvmVFSRun is one mvm command-mode run, launch to exit.
 func mvmVFSRun(tb testing.TB, cmd ...string) (time.Duration, result) {
 	tb.Helper()
+	return mvmVFSRunBin(tb, "", cmd...)
+}
+
+// mvmVFSRunBin is mvmVFSRun with another mvm binary (bin; "" is
+// MVM_BIN).
+func mvmVFSRunBin(tb testing.TB, bin string, cmd ...string) (time.Duration, result) {
+	tb.Helper()
+	setup := func(*exec.Cmd) {}
+	if bin != "" {
+		setup = func(c *exec.Cmd) { c.Path, c.Args[0] = bin, bin }
+	}
 	start := time.Now()
-	r := mvm(tb, 10*time.Minute, mvmVFSArgs(tb, cmd...)...)
+	r := mvmCmd(tb, 10*time.Minute, setup, mvmVFSArgs(tb, cmd...)...)
 	d := time.Since(start)
 	if r.code != 0 {
 		tb.Fatalf("mvm run -- %v: exit status %d\nstdout:\n%s\nstderr:\n%s", cmd, r.code, r.stdout, r.stderr)
@@ -186,7 +207,11 @@ func reportRatio(b *testing.B, name string, a, c []float64) {
 // tag root) with virtiofsd sharing / read-only, from virtiofsd's start to
 // both processes' exit; QEMU's initramfs loads virtio_mmio, mounts the
 // share, chroots with /proc and /dev and runs /bin/true, then powers off.
-// Goal: mvm/qemu <= 0.7.
+// Goal: mvm/qemu <= 0.7. QEMU's guest gets "console=ttyAMA0 quiet
+// panic=-1" (as in the other QEMU tests), mvm's its command-mode default,
+// which also has cryptomgr.notests; so each round also runs QEMU with
+// that parameter added (qemu-notests), the like-for-like kernel command
+// line beside the headline.
 //
 // read: the guest reads a 256 MiB host file through the root share
 // (dd bs=1M to /dev/null), timed by the guest kernel's clock (the
@@ -197,6 +222,10 @@ func reportRatio(b *testing.B, name string, a, c []float64) {
 // beyond guest RAM, after a 1-vCPU 128 MiB boot with one --share and
 // without (TestFootprint's measurement, footprintBoot).
 //
+// With MVM_BIN_BASE (make bench BENCH_BASE=PATH: another arm64 mvm
+// build), launch also runs that build each round and reports mvm's time
+// over its (an A/B of two builds in one run).
+//
 // Each sub-benchmark runs b.N rounds, each round both sides (mvm first in
 // odd rounds, QEMU first in even ones). Go's benchmark runner runs every
 // sub-benchmark once with b.N=1 before the -benchtime rounds: that round
@@ -204,18 +233,31 @@ func reportRatio(b *testing.B, name string, a, c []float64) {
 func BenchmarkCommandMode(b *testing.B) {
 	b.Run("launch", func(b *testing.B) {
 		initrd := qemuVFSInitrd(b, "")
-		var m, q []float64
+		base := os.Getenv("MVM_BIN_BASE")
+		var m, q, qn, mb []float64
 		for i := 0; i < b.N; i++ {
-			var dm, dq time.Duration
+			var dm, dq, dn, db time.Duration
 			if i%2 == 0 {
 				dm, _ = mvmVFSRun(b, "/bin/true")
 				dq, _ = qemuVFSRun(b, initrd)
+				dn, _ = qemuVFSRunAppend(b, initrd, "cryptomgr.notests")
 			} else {
+				dn, _ = qemuVFSRunAppend(b, initrd, "cryptomgr.notests")
 				dq, _ = qemuVFSRun(b, initrd)
 				dm, _ = mvmVFSRun(b, "/bin/true")
 			}
-			m, q = append(m, float64(dm)), append(q, float64(dq))
-			fmt.Printf("%s round %d/%d: mvm %.0f ms, qemu %.0f ms (%.3f)\n", b.Name(), i+1, b.N, float64(dm)/1e6, float64(dq)/1e6, float64(dm)/float64(dq))
+			m, q, qn = append(m, float64(dm)), append(q, float64(dq)), append(qn, float64(dn))
+			line := fmt.Sprintf("%s round %d/%d: mvm %.0f ms, qemu %.0f ms (%.3f), qemu-notests %.0f ms (%.3f)", b.Name(), i+1, b.N,
+				float64(dm)/1e6, float64(dq)/1e6, float64(dm)/float64(dq), float64(dn)/1e6, float64(dm)/float64(dn))
+			if base != "" {
+				db, _ = mvmVFSRunBin(b, base, "/bin/true")
+				mb = append(mb, float64(db))
+				line += fmt.Sprintf(", mvm-base %.0f ms", float64(db)/1e6)
+			}
+			fmt.Println(line)
+		}
+		if base != "" {
+			reportRatio(b, "mvm/mvm-base", m, mb)
 		}
 		b.ReportMetric(median(m)/1e6, "mvm-ms")
 		b.ReportMetric(slices.Min(m)/1e6, "mvm-min-ms")
@@ -224,6 +266,8 @@ func BenchmarkCommandMode(b *testing.B) {
 		b.ReportMetric(slices.Min(q)/1e6, "qemu-min-ms")
 		b.ReportMetric(slices.Max(q)/1e6, "qemu-max-ms")
 		reportRatio(b, "mvm/qemu", m, q)
+		b.ReportMetric(median(qn)/1e6, "qemu-notests-ms")
+		reportRatio(b, "mvm/qemu-notests", m, qn)
 		b.ReportMetric(0, "ns/op")
 	})
 	b.Run("read256M", func(b *testing.B) {
