@@ -288,7 +288,10 @@ endif
 # 128 MiB boot, docs/footprint.md). Each lab benchmark reports ratios against
 # a baseline measured in the same run, or a median with its range. Not in
 # the default BENCH_RUN: ProfileFloor and ExitFloor (what the BPF path's
-# tracepoints cost with empty programs, docs/profile.md "The floor").
+# tracepoints cost with empty programs, docs/profile.md "The floor"), and
+# CommandMode (mvm run -- /bin/true and a 256 MiB read through virtio-fs
+# against QEMU + the same virtiofsd, mvm's memory with a share;
+# docs/devices.md).
 BENCHTIME ?= 2x
 LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
 $(OUT)/arm64/vmm.test: $(GO_SRC)
