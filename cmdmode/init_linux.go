@@ -93,7 +93,7 @@ func (in *guestInit) run() {
 		in.fail(ExitMVM, "%s", MissingMessage(missing))
 		return
 	}
-	ports, err := findPorts(5 * time.Second)
+	ports, err := findPorts(portsWait)
 	if err != nil {
 		in.fail(ExitMVM, "%v", err)
 		return
@@ -245,6 +245,15 @@ func hasConfig(list []string, c string) bool {
 	}
 	return false
 }
+
+// portsWait bounds findPorts. The names come from mvm (PORT_NAME after the
+// guest opens each port), so a slow host delays them: 5 s was too short
+// once in the wall-clock lab on a host loaded with a dozen emulated
+// machines (2026-12-03, BenchmarkCommandMode: exit 125, "did not appear
+// within 5s"). Waiting costs nothing when they come; when they never do,
+// the driver is there (MissingDrivers checked it) and mvm is stuck, which
+// --timeout bounds on the host.
+const portsWait = 60 * time.Second
 
 // findPorts waits until every port has its name (the driver creates the
 // name file when the host's PORT_NAME arrives, which mvm sends after the
