@@ -299,13 +299,19 @@ endif
 # (BlkQEMU, ~4 min a round in instruction time, ~8 in the wall lab) and
 # boot to power-off at 1 and 4 vCPUs (BootQEMU, ~4-6 min a round in
 # instruction time, far more in the wall lab).
+# CommandMode (mvm run -- /bin/true and a 256 MiB read through virtio-fs
+# against QEMU + the same virtiofsd, mvm's memory with a share;
+# docs/devices.md).
 BENCHTIME ?= 2x
 LAB_BENCH := $(OUT)/arm64/vmm.test $(OUT)/arm64/integration.test $(OUT)/arm64/mvm $(PAYLOADS) $(CACHE)/vmlinuz $(CACHE)/busybox
 $(OUT)/arm64/vmm.test: $(GO_SRC)
 	$(GOFLAGS_ARM64) $(GO) test -c -o $@ ./vmm
 
-# QEMU goes into the lab when BENCH_RUN names a QEMU benchmark.
-BENCH_CPIO := $(if $(findstring QEMU,$(BENCH_RUN)),$(QEMU_CPIO))
+# QEMU goes into the lab when BENCH_RUN names a QEMU benchmark or
+# CommandMode (mvm's command mode and virtio-fs against QEMU + virtiofsd),
+# virtiofsd when it names CommandMode.
+BENCH_QEMU := $(or $(findstring QEMU,$(BENCH_RUN)),$(findstring CommandMode,$(BENCH_RUN)))
+BENCH_CPIO := $(if $(BENCH_QEMU),$(QEMU_CPIO)) $(if $(findstring CommandMode,$(BENCH_RUN)),$(VIRTIOFSD_CPIO))
 # BENCH_BASE=PATH: another arm64 mvm build (e.g. main's), which the
 # ProfileFloor and ExitFloor benchmarks also run as their bpf-base variant,
 # BlkQEMU as mvm-base, and CPUOnFew and BringUp as a third side, base (PSCI
@@ -319,11 +325,11 @@ ifeq ($(NATIVE),yes)
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench VCPUOps -test.benchtime 3000x -test.count 3
 	$(if $(BENCH_BASE),MVM_BIN_BASE=$(abspath $(BENCH_BASE)) )MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
-	  MVM_MODULES=$(abspath $(CACHE)/modules) $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(value BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
+	  MVM_MODULES=$(abspath $(CACHE)/modules) MVM_VIRTIOFSD=/usr/libexec/virtiofsd $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(value BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
 	$(GO) run ./lab $(LAB_FLAGS) -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \
 	  $(foreach f,$(LAB_BENCH),-add $(f)=/lab/$(notdir $(f))) $(MODULES_ADD) $(foreach f,$(BENCH_CPIO),-cpio $(f)) $(BENCH_BASE_ADD) \
-	  -run 'export $(if $(BENCH_CPIO),MVM_QEMU=/usr/bin/qemu-system-aarch64 )$(BENCH_BASE_ENV)MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules; \
+	  -run 'export $(if $(BENCH_QEMU),MVM_QEMU=/usr/bin/qemu-system-aarch64 )$(BENCH_BASE_ENV)MVM_BIN=/lab/mvm MVM_GUEST_DIR=/lab MVM_LINUX=/lab/vmlinuz MVM_BUSYBOX=/lab/busybox MVM_MODULES=/lab/modules MVM_VIRTIOFSD=/usr/libexec/virtiofsd; \
 	    /lab/vmm.test -test.run "^$$" -test.bench MMIOExit -test.benchtime 3x -test.count 3 && \
 	    /lab/vmm.test -test.run "^$$" -test.bench VCPUOps -test.benchtime 3000x -test.count 3 && \
 	    /lab/integration.test -test.run "^$$" -test.bench "$(value BENCH_RUN)" -test.benchtime $(BENCHTIME) -test.timeout 60m'

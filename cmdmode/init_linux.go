@@ -93,12 +93,7 @@ func (in *guestInit) run() {
 		in.fail(ExitMVM, "%s", MissingMessage(missing))
 		return
 	}
-	// The driver is there (checked above), so the ports come; how soon
-	// depends on the host answering the port handshake. 5 s was too short
-	// on a loaded 2-core host under the emulated lab (a boot whose kernel
-	// took 31 s to reach the init); a run that truly hangs here is bounded
-	// by this, and by --timeout.
-	ports, err := findPorts(60 * time.Second)
+	ports, err := findPorts(portsWait)
 	if err != nil {
 		in.fail(ExitMVM, "%v", err)
 		return
@@ -250,6 +245,15 @@ func hasConfig(list []string, c string) bool {
 	}
 	return false
 }
+
+// portsWait bounds findPorts. The names come from mvm (PORT_NAME after the
+// guest opens each port), so a slow host delays them: 5 s was too short
+// once in the wall-clock lab on a host loaded with a dozen emulated
+// machines (2026-12-03, BenchmarkCommandMode: exit 125, "did not appear
+// within 5s"). Waiting costs nothing when they come; when they never do,
+// the driver is there (MissingDrivers checked it) and mvm is stuck, which
+// --timeout bounds on the host.
+const portsWait = 60 * time.Second
 
 // findPorts waits until every port has its name (the driver creates the
 // name file when the host's PORT_NAME arrives, which mvm sends after the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path"
 
@@ -59,11 +60,26 @@ type GuestMount struct {
 var DefaultTmpfs = []string{"/tmp", "/run", "/var/tmp", "/root"}
 
 // Build makes the uncompressed initramfs (cpio newc) of a command-mode
-// guest: init as /init, cfg as ConfigPath, and the modules (cfg.Modules
-// is filled in from them).
+// guest with init as /init: Archive written out.
 func Build(init []byte, cfg GuestConfig, modules []Module) ([]byte, error) {
+	a, err := Archive(InitFile{Size: int64(len(init)), Open: func() (io.Reader, error) { return bytes.NewReader(init), nil }}, cfg, modules)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(a.Size()))
+	if _, err := a.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Archive is the initramfs of a command-mode guest: init as /init, cfg
+// as ConfigPath, and the modules (cfg.Modules is filled in from them).
+// The init's bytes are read only when the archive is written.
+func Archive(init InitFile, cfg GuestConfig, modules []Module) (*guest.Initramfs, error) {
 	a := guest.NewInitramfs()
-	if err := a.AddFile(InitPath, init, 0o755); err != nil {
+	if err := a.AddFileFrom(InitPath, init.Size, init.Open, 0o755); err != nil {
 		return nil, err
 	}
 	cfg.Modules = nil
@@ -91,9 +107,5 @@ func Build(init []byte, cfg GuestConfig, modules []Module) ([]byte, error) {
 			return nil, err
 		}
 	}
-	var buf bytes.Buffer
-	if _, err := a.WriteTo(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return a, nil
 }

@@ -3,6 +3,7 @@ package cmdmode
 import (
 	"bytes"
 	"debug/elf"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,4 +74,39 @@ func TestStripped(t *testing.T) {
 			t.Errorf("Stripped changed %d bytes of non-ELF input", len(junk))
 		}
 	}
+	// StrippedFile reads the same bytes from the file, twice.
+	for _, c := range []struct {
+		path string
+		want []byte
+	}{{full, out}, {writeTemp(t, []byte("not elf")), []byte("not elf")}} {
+		f, err := StrippedFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Size != int64(len(c.want)) {
+			t.Errorf("StrippedFile(%s).Size = %d, want %d", c.path, f.Size, len(c.want))
+		}
+		for range 2 {
+			r, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(r)
+			r.(io.Closer).Close()
+			if err != nil || !bytes.Equal(got, c.want) {
+				t.Errorf("StrippedFile(%s) read %d bytes (%v), want Stripped's %d, equal", c.path, len(got), err, len(c.want))
+			}
+		}
+	}
+	if _, err := StrippedFile(filepath.Join(dir, "missing")); err == nil {
+		t.Error("StrippedFile of a missing file: no error")
+	}
+}
+
+func writeTemp(t *testing.T, data []byte) string {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

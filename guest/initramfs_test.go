@@ -685,3 +685,45 @@ func TestInitramfsDevConsoleOnce(t *testing.T) {
 		t.Errorf("dev/console is in the archive %d times", n)
 	}
 }
+
+// TestInitramfsAddFileFrom: a file given by a reader is in the archive
+// as AddFile would put it (same bytes), each write reads it anew, Size is
+// the written length with and without such files, and a source shorter
+// than its size fails the write.
+func TestInitramfsAddFileFrom(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abc"), 1001) // 13013 bytes: padding needed
+	opens := 0
+	open := func() (io.Reader, error) { opens++; return bytes.NewReader(body), nil }
+	a, b := NewInitramfs(), NewInitramfs()
+	for _, x := range []*Initramfs{a, b} {
+		if err := x.AddFile("etc/conf", []byte("x=1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.AddFile("init", body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AddFileFrom("init", int64(len(body)), open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := archiveBytes(t, a)
+	if a.Size() != int64(len(want)) {
+		t.Errorf("Size() = %d, WriteTo wrote %d", a.Size(), len(want))
+	}
+	for i := range 2 {
+		if got := archiveBytes(t, b); !bytes.Equal(got, want) {
+			t.Fatalf("write %d: the archive with AddFileFrom differs from AddFile's (%d vs %d bytes)", i, len(got), len(want))
+		}
+	}
+	if opens != 2 || b.Size() != int64(len(want)) {
+		t.Errorf("%d opens for 2 writes, Size() %d of %d", opens, b.Size(), len(want))
+	}
+	short := NewInitramfs()
+	short.AddFileFrom("init", int64(len(body))+1, open, 0o755)
+	if _, err := short.WriteTo(io.Discard); err == nil || !strings.Contains(err.Error(), "want") {
+		t.Errorf("a source one byte short: err %v, want a size mismatch", err)
+	}
+	if err := short.AddFileFrom("big", 1<<32, open, 0o644); err == nil {
+		t.Error("a file over newc's 4 GiB: no error")
+	}
+}

@@ -130,8 +130,13 @@ type Config struct {
 	// virtio device, with these named ports (command mode's streams).
 	Ports []Port
 	// InitrdData is an initramfs built in memory, used when Initrd is
-	// empty (command mode's).
+	// empty.
 	InitrdData []byte
+	// InitrdArchive is an initramfs written straight into guest RAM at
+	// load (command mode's, whose largest file, mvm's own binary, then
+	// goes from the page cache to the guest without a copy in mvm's
+	// heap), used when Initrd and InitrdData are empty.
+	InitrdArchive Archive
 
 	// Seccomp puts every mvm thread under the run allow-list once setup is
 	// done (docs/seccomp.md); a call outside it kills mvm.

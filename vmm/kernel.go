@@ -21,6 +21,15 @@ type BootFile struct {
 	Data []byte
 	// Size is the file's size (len(Data) when zero).
 	Size uint64
+	// Archive, when set, writes the file (Size bytes) instead.
+	Archive Archive
+}
+
+// Archive is a boot file written at load: Size bytes by WriteTo
+// (guest.Initramfs is one).
+type Archive interface {
+	Size() int64
+	WriteTo(w io.Writer) (int64, error)
 }
 
 // headLen covers every header parseKernel looks at (x86's "HdrS" at 0x202,
@@ -36,6 +45,16 @@ func (f BootFile) size() uint64 {
 
 // loadInto copies the whole file into dst (len(dst) == size()).
 func (f BootFile) loadInto(dst []byte) error {
+	if f.Archive != nil {
+		w := &sliceWriter{b: dst}
+		if _, err := f.Archive.WriteTo(w); err != nil {
+			return err
+		}
+		if w.n != len(dst) {
+			return fmt.Errorf("the archive wrote %d bytes, want %d", w.n, len(dst))
+		}
+		return nil
+	}
 	if f.Size == 0 {
 		copy(dst, f.Data)
 		return nil
@@ -262,6 +281,8 @@ func makePlan(cfg Config) (bootPlan, error) {
 		}
 	} else if len(cfg.InitrdData) > 0 {
 		p.initrd = BootFile{Data: cfg.InitrdData}
+	} else if cfg.InitrdArchive != nil {
+		p.initrd = BootFile{Archive: cfg.InitrdArchive, Size: uint64(cfg.InitrdArchive.Size())}
 	}
 	koff, ksize := uint64(0), alignUp(p.kernel.size(), PageSize)
 	if p.kernel.IsImage {
@@ -269,4 +290,45 @@ func makePlan(cfg Config) (bootPlan, error) {
 	}
 	p.place, err = Place(RAMRegions(cfg.Memory)[0], koff, ksize, p.initrd.size())
 	return p, err
+}
+
+// sliceWriter writes into a fixed slice (guest RAM); ReadFrom reads
+// straight into it, so io.Copy from a file is one read into guest RAM.
+type sliceWriter struct {
+	b []byte
+	n int
+}
+
+var errArchiveTooLong = errors.New("the archive is longer than its size")
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	n := copy(w.b[w.n:], p)
+	w.n += n
+	if n < len(p) {
+		return n, errArchiveTooLong
+	}
+	return n, nil
+}
+
+func (w *sliceWriter) ReadFrom(r io.Reader) (int64, error) {
+	var total int64
+	for {
+		if w.n == len(w.b) {
+			// Full: anything more is too much.
+			var one [1]byte
+			if n, _ := r.Read(one[:]); n > 0 {
+				return total, errArchiveTooLong
+			}
+			return total, nil
+		}
+		n, err := r.Read(w.b[w.n:])
+		w.n += n
+		total += int64(n)
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }

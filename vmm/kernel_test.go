@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -374,4 +375,43 @@ func FuzzParseKernel(f *testing.F) {
 			t.Fatal("data with the Image magic accepted as a flat binary")
 		}
 	})
+}
+
+// fakeArchive writes body with io.Copy (so a destination's ReadFrom is
+// used) and claims size.
+type fakeArchive struct {
+	body []byte
+	size int64
+}
+
+func (a fakeArchive) Size() int64 { return a.size }
+func (a fakeArchive) WriteTo(w io.Writer) (int64, error) {
+	if _, err := io.WriteString(w, "hdr:"); err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(w, bytes.NewReader(a.body))
+	return n + 4, err
+}
+
+// TestBootFileArchive: an archive is written into the destination exactly;
+// one that writes more or fewer bytes than its size is an error, not a
+// partly loaded or overrun initrd.
+func TestBootFileArchive(t *testing.T) {
+	body := bytes.Repeat([]byte{1, 2, 3}, 50000)
+	want := append([]byte("hdr:"), body...)
+	for _, c := range []struct {
+		name string
+		size int64
+		ok   bool
+	}{{"exact", int64(len(want)), true}, {"longer", int64(len(want)) - 1, false}, {"shorter", int64(len(want)) + 1, false}} {
+		f := BootFile{Archive: fakeArchive{body, c.size}, Size: uint64(c.size)}
+		dst := make([]byte, f.size())
+		err := f.loadInto(dst)
+		if c.ok && (err != nil || !bytes.Equal(dst, want)) {
+			t.Errorf("%s: %v, or the bytes differ", c.name, err)
+		}
+		if !c.ok && err == nil {
+			t.Errorf("%s: an archive of the wrong length loaded without error", c.name)
+		}
+	}
 }

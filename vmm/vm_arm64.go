@@ -456,6 +456,7 @@ func (m *VM) load() error {
 	// mvm's own binary); without reboots nothing reads it again.
 	if m.initrd.Path == "" && m.cfg.OnReset != ResetReboot {
 		m.initrd.Data, m.cfg.InitrdData = nil, nil
+		m.initrd.Archive, m.cfg.InitrdArchive = nil, nil
 	}
 	return nil
 }

@@ -79,15 +79,23 @@ func commandArgs(cmd *cobra.Command, args []string) ([]string, error) {
 
 // commandCmdline is command mode's default kernel command line: the
 // console on the UART without earlycon (the guest's console is hidden or
-// logged; quiet keeps it short, and every character costs exits), and
+// logged; quiet keeps it short, and every character costs exits),
 // panic=-1 so that a kernel panic resets the guest at once (mvm: 255)
-// instead of hanging.
+// instead of hanging, and cryptomgr.notests: no self-tests of the crypto
+// algorithms the kernel registers (Documentation/admin-guide/
+// kernel-parameters.txt; the flag was added for short-lived VMs, and
+// fips=1 overrides it). Those tests run at boot and again when a module
+// load first verifies a signature, in the middle of the command's run:
+// in the lab they were a third of a Debian kernel's boot (kernel_to_user
+// 1.14 s -> 0.75 s) and scattered the command phase over 0.2-0.6 s
+// (docs/devices.md, "Command mode against QEMU + virtiofsd"). A kernel
+// developer testing crypto code gives --cmdline.
 func commandCmdline(serial string) string {
 	tty := "ttyS0"
 	if serial == string(vmm.SerialPL011) {
 		tty = "ttyAMA0"
 	}
-	return "console=" + tty + " quiet panic=-1"
+	return "console=" + tty + " quiet panic=-1 cryptomgr.notests"
 }
 
 // configure turns cfg into command mode's VM: the host's root as a
@@ -143,15 +151,21 @@ func (c *commandRun) configure(cfg *vmm.Config, modulesFlag, rootfs string, over
 	}
 	// The guest's init is this very binary (an arm64 Linux one wherever
 	// mvm can run a VM); it knows it is the init by being PID 1 as /init.
-	self, err := os.ReadFile("/proc/self/exe")
+	// Without its DWARF and symbol table (a third of it): less to copy
+	// into the guest and for the guest kernel to unpack. Only its headers
+	// are read here: the rest goes from the file straight into guest RAM
+	// when the VM loads the archive (reading and copying the ~20 MB
+	// binary through the heap cost more than a tenth of a command's run
+	// in the lab, docs/devices.md).
+	initBin, err := cmdmode.StrippedFile("/proc/self/exe")
 	if err != nil {
 		return fmt.Errorf("read mvm's own binary for the guest's init: %w", err)
 	}
-	// Without its DWARF and symbol table (a third of it): less to copy
-	// into the guest and for the guest kernel to unpack.
-	if cfg.InitrdData, err = cmdmode.Build(cmdmode.Stripped(self), gcfg, mods); err != nil {
+	archive, err := cmdmode.Archive(initBin, gcfg, mods)
+	if err != nil {
 		return fmt.Errorf("build the guest's initramfs: %w", err)
 	}
+	cfg.InitrdArchive = archive
 
 	c.sigs = make(chan []byte, 8)
 	cfg.Ports = []vmm.Port{

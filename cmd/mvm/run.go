@@ -454,7 +454,7 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) err
 	defer closeVM()
 	// The VM has its own reference to an initramfs built in memory, and
 	// drops it once it is in guest RAM.
-	cfg.InitrdData = nil
+	cfg.InitrdData, cfg.InitrdArchive = nil, nil
 	if cr != nil {
 		cr.mu.Lock()
 		cr.vm = m
