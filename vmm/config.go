@@ -129,13 +129,10 @@ type Config struct {
 	// Ports, when set, adds a multiport virtio-console after every other
 	// virtio device, with these named ports (command mode's streams).
 	Ports []Port
-	// InitrdData is an initramfs built in memory, used when Initrd is
-	// empty.
-	InitrdData []byte
 	// InitrdArchive is an initramfs written straight into guest RAM at
 	// load (command mode's, whose largest file, mvm's own binary, then
 	// goes from the page cache to the guest without a copy in mvm's
-	// heap), used when Initrd and InitrdData are empty.
+	// heap), used when Initrd is empty.
 	InitrdArchive Archive
 
 	// Seccomp puts every mvm thread under the run allow-list once setup is

@@ -279,8 +279,6 @@ func makePlan(cfg Config) (bootPlan, error) {
 		if p.initrd, err = readBootFile("initrd", cfg.Initrd); err != nil {
 			return p, err
 		}
-	} else if len(cfg.InitrdData) > 0 {
-		p.initrd = BootFile{Data: cfg.InitrdData}
 	} else if cfg.InitrdArchive != nil {
 		p.initrd = BootFile{Archive: cfg.InitrdArchive, Size: uint64(cfg.InitrdArchive.Size())}
 	}

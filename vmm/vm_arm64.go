@@ -452,10 +452,9 @@ func (m *VM) load() error {
 	if m.kernel.Unpacked() {
 		m.kernel.Data = nil
 	}
-	// So is an initramfs built in memory (command mode's, the size of
-	// mvm's own binary); without reboots nothing reads it again.
+	// So is an initramfs built at load (command mode's); without reboots
+	// nothing writes it again.
 	if m.initrd.Path == "" && m.cfg.OnReset != ResetReboot {
-		m.initrd.Data, m.cfg.InitrdData = nil, nil
 		m.initrd.Archive, m.cfg.InitrdArchive = nil, nil
 	}
 	return nil

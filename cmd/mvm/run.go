@@ -452,9 +452,9 @@ func runVM(cmd *cobra.Command, f *runFlags, start time.Time, cr *commandRun) err
 	}
 	closeVM := sync.OnceValue(m.Close)
 	defer closeVM()
-	// The VM has its own reference to an initramfs built in memory, and
-	// drops it once it is in guest RAM.
-	cfg.InitrdData, cfg.InitrdArchive = nil, nil
+	// The VM has its own reference to command mode's initramfs archive,
+	// and drops it once it is in guest RAM.
+	cfg.InitrdArchive = nil
 	if cr != nil {
 		cr.mu.Lock()
 		cr.vm = m
