@@ -44,15 +44,7 @@ func bootLinux(b *testing.B, cpus int, memory string, extra ...string) runSummar
 	if r.code != 0 {
 		b.Fatalf("exit status %d\n%s", r.code, r.stderr)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var s runSummary
-	if err := json.Unmarshal(data, &s); err != nil {
-		b.Fatal(err)
-	}
-	return s
+	return readJSON[runSummary](b, out)
 }
 
 func testInitrdB(b *testing.B) string {
@@ -623,14 +615,7 @@ func BenchmarkProfileBreakdown(b *testing.B) {
 		if r.code != 0 {
 			b.Fatalf("counts %d reps: exit %d\n%s", reps, r.code, r.stderr)
 		}
-		data, err := os.ReadFile(res)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var s runSummary
-		if err := json.Unmarshal(data, &s); err != nil {
-			b.Fatal(err)
-		}
+		s := readJSON[runSummary](b, res)
 		pdata, err := os.ReadFile(filepath.Join(dir, "profile.json"))
 		if err != nil {
 			b.Fatal(err)

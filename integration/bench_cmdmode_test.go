@@ -104,10 +104,6 @@ func qemuVFSRun(tb testing.TB, initrd string) (time.Duration, string) {
 	return qemuVFSRunAppend(tb, initrd, "")
 }
 
-// qemuConsoleCmdline is the QEMU guest's kernel command line, as in the
-// other QEMU tests (qemuArgs).
-const qemuConsoleCmdline = "console=ttyAMA0 quiet panic=-1"
-
 // qemuVFSRunAppend is qemuVFSRun with more kernel parameters.
 func qemuVFSRunAppend(tb testing.TB, initrd, more string) (time.Duration, string) {
 	tb.Helper()
@@ -143,12 +139,10 @@ func qemuVFSRunAppend(tb testing.TB, initrd, more string) (time.Duration, string
 	}
 	lf.Close()
 	l.Close()
-	q := exec.CommandContext(ctx, env(tb, "MVM_QEMU"),
-		"-machine", "virt,gic-version=3", "-accel", "kvm", "-cpu", "host", "-smp", "1", "-m", "512",
+	args := append(qemuBase(tb, 1, "512", initrd, strings.TrimSpace(qemuConsoleCmdline+" "+more)),
 		"-object", "memory-backend-memfd,id=mem,size=512M,share=on", "-numa", "node,memdev=mem",
-		"-chardev", "socket,id=vfs,path="+sock, "-device", "vhost-user-fs-device,chardev=vfs,tag=root",
-		"-nographic", "-nic", "none", "-no-reboot",
-		"-kernel", env(tb, "MVM_LINUX"), "-initrd", initrd, "-append", strings.TrimSpace(qemuConsoleCmdline+" "+more))
+		"-chardev", "socket,id=vfs,path="+sock, "-device", "vhost-user-fs-device,chardev=vfs,tag=root")
+	q := exec.CommandContext(ctx, args[0], args[1:]...)
 	out, qerr := q.CombinedOutput()
 	verr := vfsd.Wait()
 	d := time.Since(start)

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -63,14 +62,7 @@ func BenchmarkExitFloor(b *testing.B) {
 		if r.code != 0 {
 			b.Fatalf("exit status %d\n%s", r.code, r.stderr)
 		}
-		var s runSummary
-		data, err := os.ReadFile(out)
-		if err == nil {
-			err = json.Unmarshal(data, &s)
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := readJSON[runSummary](b, out)
 		return float64(s.PhasesNS["total"] - s.PhasesNS["vmm_setup"])
 	}
 	vs := []benchVariant{

@@ -3,8 +3,6 @@
 package integration
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,14 +26,7 @@ func BenchmarkExitFloorLight(b *testing.B) {
 		if r.code != 0 {
 			b.Fatalf("exit status %d\n%s", r.code, r.stderr)
 		}
-		var s runSummary
-		data, err := os.ReadFile(res)
-		if err == nil {
-			err = json.Unmarshal(data, &s)
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := readJSON[runSummary](b, res)
 		return float64(s.PhasesNS["total"] - s.PhasesNS["vmm_setup"])
 	}
 	interleaved(b, boot,

@@ -28,11 +28,7 @@ func qemuBoot(b *testing.B, profileArgs ...string) float64 {
 }
 
 func qemuArgsB(b *testing.B) []string {
-	return []string{env(b, "MVM_QEMU"),
-		"-machine", "virt,gic-version=3", "-accel", "kvm", "-cpu", "host",
-		"-smp", "2", "-m", "256", "-nographic", "-nic", "none", "-no-reboot",
-		"-kernel", env(b, "MVM_LINUX"), "-initrd", testInitrdB(b),
-		"-append", "console=ttyAMA0 quiet panic=-1"}
+	return qemuBase(b, 2, "256", testInitrdB(b), qemuConsoleCmdline)
 }
 
 // BenchmarkQEMUProfile: a QEMU boot of Linux on 2 vCPUs to power-off,

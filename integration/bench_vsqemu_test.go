@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,28 +23,12 @@ import (
 // gives a spread: a round boots every variant once.
 const qemuRounds = 3
 
-// qemuBase is the QEMU command line both benchmarks start from: the virt
-// machine with a GICv3 on KVM, as in DESIGN.md section 7 and qemuArgs.
-func qemuBase(b *testing.B, cpus int, memory, initrd, cmdline string) []string {
-	return []string{env(b, "MVM_QEMU"),
-		"-machine", "virt,gic-version=3", "-accel", "kvm", "-cpu", "host",
-		"-smp", strconv.Itoa(cpus), "-m", memory, "-nographic", "-nic", "none", "-no-reboot",
-		"-kernel", env(b, "MVM_LINUX"), "-initrd", initrd, "-append", cmdline}
-}
-
 // statsDelta is the sum over a profile's vCPUs of KVM stats names (the
 // stats fd's deltas over the run, as mvm run --profile and mvm profile
 // report them).
 func statsDelta(b *testing.B, path string, names ...string) uint64 {
 	b.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var p profileJSON
-	if err := json.Unmarshal(data, &p); err != nil {
-		b.Fatalf("%s: %v", path, err)
-	}
+	p := readJSON[profileJSON](b, path)
 	var n uint64
 	found := false
 	for _, s := range p.KVMStats {
@@ -293,7 +276,7 @@ func bootOnce(b *testing.B, bv bootVariant, cpus int, initrd string) (float64, m
 	var c *exec.Cmd
 	res := filepath.Join(b.TempDir(), "result.json")
 	if bv.mvm == nil {
-		q := qemuBase(b, cpus, "256", initrd, "console=ttyAMA0 quiet panic=-1")
+		q := qemuBase(b, cpus, "256", initrd, qemuConsoleCmdline)
 		c = exec.Command(q[0], q[1:]...)
 	} else {
 		args := append([]string{"run", "--kernel", env(b, "MVM_LINUX"), "--initrd", initrd,
@@ -309,13 +292,6 @@ func bootOnce(b *testing.B, bv bootVariant, cpus int, initrd string) (float64, m
 	if bv.mvm == nil {
 		return d, nil
 	}
-	data, err := os.ReadFile(res)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var s runSummary
-	if err := json.Unmarshal(data, &s); err != nil {
-		b.Fatal(err)
-	}
+	s := readJSON[runSummary](b, res)
 	return d, map[string]int64{"vmm_setup": s.PhasesNS["vmm_setup"], "kernel_to_user": s.PhasesNS["kernel_to_user"]}
 }

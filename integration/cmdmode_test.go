@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -169,17 +168,9 @@ func TestCommandModeEnds(t *testing.T) {
 // after kernel_to_user (the init's marker starts it), within total.
 func commandPhase(t *testing.T, path string) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
+	p := readJSON[struct {
 		Phases map[string]int64 `json:"phases_ns"`
-	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
-	p := res.Phases
+	}](t, path).Phases
 	t.Logf("phases: vmm_setup %v, kernel_to_user %v, command %v, total %v", time.Duration(p["vmm_setup"]),
 		time.Duration(p["kernel_to_user"]), time.Duration(p["command"]), time.Duration(p["total"]))
 	if p["command"] <= 0 || p["kernel_to_user"] <= 0 {

@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -16,6 +17,21 @@ import (
 	"testing"
 	"time"
 )
+
+// readJSON decodes the JSON file path (a --result-json, a profile, a
+// bench report) into a T, or fails the test.
+func readJSON[T any](tb testing.TB, path string) T {
+	tb.Helper()
+	var v T
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(data, &v)
+	}
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
 
 // env returns a required environment variable or fails the test.
 func env(t testing.TB, name string) string {

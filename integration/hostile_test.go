@@ -5,7 +5,6 @@ package integration
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -23,15 +22,7 @@ import (
 
 func readSummary(t *testing.T, path string) runsummary.Summary {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("--result-json: %v", err)
-	}
-	var s runsummary.Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatalf("--result-json: %v", err)
-	}
-	return s
+	return readJSON[runsummary.Summary](t, path)
 }
 
 // TestHostileGuest runs guest/payloads/hostile.s on 2 vCPUs: an MMIO storm

@@ -19,15 +19,25 @@ import (
 	"github.com/mvm-dev/mvm/exits"
 )
 
-// qemuArgs is a QEMU command line booting the Linux test guest on KVM with
-// vCPUs, as in DESIGN.md section 7.
-func qemuArgs(t *testing.T, vcpus int, extra ...string) []string {
-	args := []string{env(t, "MVM_QEMU"),
+// qemuBase is the QEMU command line every QEMU test and benchmark starts
+// from: the lab kernel with initrd on the virt machine with a GICv3 on KVM
+// (DESIGN.md section 7), cpus vCPUs, memory (QEMU's -m), no NIC, and
+// power-off as exit.
+func qemuBase(tb testing.TB, cpus int, memory, initrd, cmdline string) []string {
+	return []string{env(tb, "MVM_QEMU"),
 		"-machine", "virt,gic-version=3", "-accel", "kvm", "-cpu", "host",
-		"-smp", strconv.Itoa(vcpus), "-m", "256", "-nographic", "-nic", "none", "-no-reboot",
-		"-kernel", env(t, "MVM_LINUX"), "-initrd", testInitrd(t),
-		"-append", "console=ttyAMA0 quiet panic=-1"}
-	return append(args, extra...)
+		"-smp", strconv.Itoa(cpus), "-m", memory, "-nographic", "-nic", "none", "-no-reboot",
+		"-kernel", env(tb, "MVM_LINUX"), "-initrd", initrd, "-append", cmdline}
+}
+
+// qemuConsoleCmdline is the QEMU guests' kernel command line: the PL011
+// console, quiet, and a panic that ends QEMU.
+const qemuConsoleCmdline = "console=ttyAMA0 quiet panic=-1"
+
+// qemuArgs is a QEMU command line booting the Linux test guest on KVM with
+// vCPUs.
+func qemuArgs(t *testing.T, vcpus int, extra ...string) []string {
+	return append(qemuBase(t, vcpus, "256", testInitrd(t), qemuConsoleCmdline), extra...)
 }
 
 // qemuProfile is the part of mvm profile's JSON the QEMU tests read.
@@ -38,15 +48,7 @@ type qemuProfile struct {
 
 func readQEMUProfile(t *testing.T, path string) qemuProfile {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p qemuProfile
-	if err := json.Unmarshal(data, &p); err != nil {
-		t.Fatalf("profile JSON: %v\n%s", err, data)
-	}
-	return p
+	return readJSON[qemuProfile](t, path)
 }
 
 // TestQEMUProfileCommand profiles a whole QEMU boot of Linux on 2 vCPUs

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -256,14 +255,7 @@ func spread(v []float64) string {
 // blkExits is the userspace MMIO exits for virtio-blk0 in a profile.
 func blkExits(b *testing.B, path string) uint64 {
 	b.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var rep exits.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		b.Fatal(err)
-	}
+	rep := readJSON[exits.Report](b, path)
 	for _, row := range rep.Rows {
 		if row.Source == exits.SourceUserspace && row.VCPU == "total" && row.Sub == "virtio-blk0" {
 			return row.Count
