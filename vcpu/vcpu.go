@@ -106,9 +106,6 @@ type VCPU struct {
 	// exit is the exit being handled, decoded from run; owned by the
 	// loop, reused so that an exit allocates nothing.
 	exit Exit
-	// nextYield is when (on the exit clock) the loop next reschedules
-	// its goroutine (reschedule says why). Owned by the vCPU's thread.
-	nextYield time.Duration
 	// timer bounds the raw KVM_RUNs (runGuest). Owned by the vCPU's
 	// thread.
 	timer rawTimer
@@ -601,9 +598,6 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			}
 			t0 = clk.now()
 			v.lastExitNS.Store(int64(t0))
-			if t0 >= v.nextYield {
-				v.reschedule(t0)
-			}
 			if errno != 0 || v.run.ExitReason() != kvm.ExitMMIO {
 				break
 			}
@@ -655,27 +649,6 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			return a.Next, nil
 		}
 	}
-}
-
-// yieldEvery is how often a running vCPU's goroutine reschedules: under
-// the Go runtime's forcePreemptNS (10 ms), after which sysmon takes the P
-// of a goroutine that has not been scheduled since (runtime/proc.go,
-// retake).
-const yieldEvery = 4 * time.Millisecond
-
-// reschedule lets the Go scheduler run the vCPU's goroutine anew
-// (runtime.Gosched), which refreshes the schedtick of its P. A vCPU
-// goroutine otherwise never reschedules: it goes from one KVM_RUN to the
-// next, so after 10 ms sysmon sees its P as running one goroutine for too
-// long and, finding it in a system call, takes the P from it (sysretake)
-// at every look — every 20 µs while it keeps finding work to take — and
-// the next exit has to get a P back, with thread wake-ups around it (three
-// per CPU_ON in the instruction-time lab, docs/boot-phases.md). A Gosched
-// of a goroutine locked to its thread costs two thread hand-offs; every 4
-// ms of a running vCPU that is well under 1% of its time.
-func (v *VCPU) reschedule(now time.Duration) {
-	v.nextYield = now + yieldEvery
-	runtime.Gosched()
 }
 
 // otherExit decodes and carries out every exit but MMIO: the loop's own
