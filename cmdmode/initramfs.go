@@ -1,10 +1,8 @@
 package cmdmode
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path"
 
@@ -58,21 +56,6 @@ type GuestMount struct {
 // DefaultTmpfs are the directories of the read-only root that programs
 // expect to write to.
 var DefaultTmpfs = []string{"/tmp", "/run", "/var/tmp", "/root"}
-
-// Build makes the uncompressed initramfs (cpio newc) of a command-mode
-// guest with init as /init: Archive written out.
-func Build(init []byte, cfg GuestConfig, modules []Module) ([]byte, error) {
-	a, err := Archive(InitFile{Size: int64(len(init)), Open: func() (io.Reader, error) { return bytes.NewReader(init), nil }}, cfg, modules)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	buf.Grow(int(a.Size()))
-	if _, err := a.WriteTo(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
 
 // Archive is the initramfs of a command-mode guest: init as /init, cfg
 // as ConfigPath, and the modules (cfg.Modules is filled in from them).

@@ -3,6 +3,7 @@ package cmdmode
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,7 @@ func TestBuild(t *testing.T) {
 	initBin := []byte("\x7fELF pretend init \x00\xff")
 	cfg := GuestConfig{Args: []string{"uname", "-r"}, Env: []string{"PATH=/bin"}, Dir: "/home/u", UID: 1000, GID: 100,
 		Groups: []int{100, 27}, RootTag: RootTag, Tmpfs: DefaultTmpfs, Shares: []GuestMount{{Tag: "share0", At: "/srv", ReadOnly: true}}}
-	data, err := Build(initBin, cfg, mods)
+	data, err := build(initBin, cfg, mods)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +88,22 @@ func TestBuild(t *testing.T) {
 // TestBuildMissingModule: a module file that went missing is an error
 // naming it.
 func TestBuildMissingModule(t *testing.T) {
-	_, err := Build([]byte("x"), GuestConfig{}, []Module{{Name: "fuse", Path: filepath.Join(t.TempDir(), "fuse.ko")}})
+	_, err := build([]byte("x"), GuestConfig{}, []Module{{Name: "fuse", Path: filepath.Join(t.TempDir(), "fuse.ko")}})
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("fuse")) {
 		t.Errorf("Build with a missing module: %v", err)
 	}
+}
+
+// build is Archive written out, for the tests to read back.
+func build(init []byte, cfg GuestConfig, modules []Module) ([]byte, error) {
+	a, err := Archive(InitFile{Size: int64(len(init)), Open: func() (io.Reader, error) { return bytes.NewReader(init), nil }}, cfg, modules)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(a.Size()))
+	if _, err := a.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -9,30 +9,10 @@ import (
 	"os"
 )
 
-// Stripped returns an ELF executable without what only debuggers read:
-// the sections that no PT_LOAD segment maps (DWARF, .symtab, .strtab) and
-// the section header table. The kernel loads an executable by its program
-// headers alone (fs/binfmt_elf.c), and Go's runtime finds its tables
-// through symbols linked into the data, not through section headers. It
-// is how `strip` would shorten mvm's binary for the guest (~30% of it).
-// Anything it does not understand — not a 64-bit little-endian ELF
-// executable, a non-allocated section before the end of the loaded
-// segments — it returns unchanged.
-func Stripped(exe []byte) []byte {
-	cut, hdr := strippedLen(bytes.NewReader(exe), int64(len(exe)))
-	if hdr == nil {
-		return exe
-	}
-	out := make([]byte, cut)
-	copy(out, exe[:cut])
-	copy(out, hdr)
-	return out
-}
-
 // elfHeaderLen is the length of an ELF-64 header.
 const elfHeaderLen = 64
 
-// strippedLen is Stripped's cut: the length of the stripped executable
+// strippedLen is the cut of a stripped executable (StrippedFile): the length of the stripped executable
 // and its new ELF header (to replace the first elfHeaderLen bytes), or
 // size and nil when it is to stay as it is. It reads only the headers.
 func strippedLen(r io.ReaderAt, size int64) (int64, []byte) {
@@ -82,8 +62,17 @@ type InitFile struct {
 	Open func() (io.Reader, error)
 }
 
-// StrippedFile is Stripped for an executable on disk (mvm's own,
-// /proc/self/exe): only its headers are read now; Open reads the loaded
+// StrippedFile is an ELF executable on disk (mvm's own, /proc/self/exe)
+// without what only debuggers read: the sections that no PT_LOAD segment
+// maps (DWARF, .symtab, .strtab) and the section header table. The kernel
+// loads an executable by its program headers alone (fs/binfmt_elf.c), and
+// Go's runtime finds its tables through symbols linked into the data, not
+// through section headers. It is how `strip` would shorten mvm's binary
+// for the guest (~30% of it). Anything it does not understand — not a
+// 64-bit little-endian ELF executable, a non-allocated section before the
+// end of the loaded segments — stays as it is.
+//
+// Only the headers are read now; Open reads the loaded
 // part from the file each time, so the binary goes from the page cache
 // straight to where the archive is written (guest RAM), not through
 // mvm's heap.

@@ -36,7 +36,7 @@ func TestStripped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := Stripped(self)
+	out := stripped(self)
 	t.Logf("%d -> %d bytes", len(self), len(out))
 	if len(out) > len(self)*9/10 {
 		t.Fatalf("stripped %d bytes to %d: less than 10%% removed", len(self), len(out))
@@ -57,21 +57,21 @@ func TestStripped(t *testing.T) {
 			t.Errorf("program header %d changed: %+v -> %+v", i, a.Progs[i].ProgHeader, b.Progs[i].ProgHeader)
 		}
 	}
-	stripped := filepath.Join(dir, "stripped")
-	if err := os.WriteFile(stripped, out, 0o755); err != nil {
+	strippedPath := filepath.Join(dir, "stripped")
+	if err := os.WriteFile(strippedPath, out, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	want, err := exec.Command(full).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, want)
 	}
-	got, err := exec.Command(stripped).CombinedOutput()
+	got, err := exec.Command(strippedPath).CombinedOutput()
 	if err != nil || !bytes.Equal(got, want) {
 		t.Errorf("the stripped binary printed %q (%v), the full one %q", got, err, want)
 	}
 	for _, junk := range [][]byte{nil, []byte("not elf"), self[:100]} {
-		if got := Stripped(junk); !bytes.Equal(got, junk) {
-			t.Errorf("Stripped changed %d bytes of non-ELF input", len(junk))
+		if got := stripped(junk); !bytes.Equal(got, junk) {
+			t.Errorf("stripped changed %d bytes of non-ELF input", len(junk))
 		}
 	}
 	// StrippedFile reads the same bytes from the file, twice.
@@ -94,7 +94,7 @@ func TestStripped(t *testing.T) {
 			got, err := io.ReadAll(r)
 			r.(io.Closer).Close()
 			if err != nil || !bytes.Equal(got, c.want) {
-				t.Errorf("StrippedFile(%s) read %d bytes (%v), want Stripped's %d, equal", c.path, len(got), err, len(c.want))
+				t.Errorf("StrippedFile(%s) read %d bytes (%v), want stripped's %d, equal", c.path, len(got), err, len(c.want))
 			}
 		}
 	}
@@ -109,4 +109,17 @@ func writeTemp(t *testing.T, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// stripped is StrippedFile's cut made in memory: the oracle the tests
+// compare StrippedFile's bytes with.
+func stripped(exe []byte) []byte {
+	cut, hdr := strippedLen(bytes.NewReader(exe), int64(len(exe)))
+	if hdr == nil {
+		return exe
+	}
+	out := make([]byte, cut)
+	copy(out, exe[:cut])
+	copy(out, hdr)
+	return out
 }

@@ -47,10 +47,24 @@ func (b *Bus) Find(addr uint64) (Device, uint64) {
 
 // Lookup is Find that also returns the device's index in Devices(), so
 // callers can keep per-device data in a slice.
+//
+// It is on every MMIO exit's path: the binary search is written out rather
+// than sort.Search's, whose predicate is a closure called at each step.
 func (b *Bus) Lookup(addr uint64) (Device, uint64, int) {
-	i := sort.Search(len(b.ranges), func(i int) bool { return b.ranges[i].base+b.ranges[i].size > addr })
-	if i < len(b.ranges) && addr >= b.ranges[i].base {
-		return b.ranges[i].dev, addr - b.ranges[i].base, i
+	r := b.ranges
+	// The first range that ends above addr (ranges are sorted and
+	// disjoint, so their ends are sorted too).
+	lo, hi := 0, len(r)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if r[mid].base+r[mid].size > addr {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo < len(r) && addr >= r[lo].base {
+		return r[lo].dev, addr - r[lo].base, lo
 	}
 	return nil, 0, -1
 }

@@ -3,6 +3,7 @@ package devices
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -152,5 +153,56 @@ func TestBusDevicesInAddressOrder(t *testing.T) {
 	}
 	if got, want := strings.Join(names, " "), "0x1000 0x3000 0x5000 0x9000"; got != want {
 		t.Errorf("Devices() = %s, want %s", got, want)
+	}
+}
+
+// TestBusLookupAgreesWithScan places random disjoint ranges (with gaps,
+// adjacent ones, and sizes from 1 byte up) and checks Lookup against a
+// linear scan for addresses at, around and between every edge.
+func TestBusLookupAgreesWithScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		var b Bus
+		type placed struct {
+			base, size uint64
+			dev        Device
+		}
+		var all []placed
+		at := uint64(rng.IntN(0x1000))
+		for n := rng.IntN(12); n > 0; n-- {
+			size := uint64(1 + rng.IntN(0x2000))
+			d := &stubDevice{name: fmt.Sprint("dev", len(all))}
+			if err := b.Add(at, size, d); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, placed{at, size, d})
+			at += size + uint64(rng.IntN(3))*uint64(rng.IntN(0x100)) // sometimes adjacent
+		}
+		scan := func(addr uint64) (Device, uint64) {
+			for _, p := range all {
+				if addr >= p.base && addr-p.base < p.size {
+					return p.dev, addr - p.base
+				}
+			}
+			return nil, 0
+		}
+		var probes []uint64
+		for _, p := range all {
+			for _, a := range []uint64{p.base - 1, p.base, p.base + 1, p.base + p.size/2, p.base + p.size - 1, p.base + p.size} {
+				probes = append(probes, a)
+			}
+		}
+		probes = append(probes, 0, math.MaxUint64, at+0x10000)
+		devs := b.Devices()
+		for _, a := range probes {
+			wantDev, wantOff := scan(a)
+			dev, off, idx := b.Lookup(a)
+			if dev != wantDev || (dev != nil && off != wantOff) {
+				t.Fatalf("round %d: Lookup(%#x) = %v+%#x, a scan finds %v+%#x", round, a, dev, off, wantDev, wantOff)
+			}
+			if dev == nil && idx != -1 || dev != nil && (idx < 0 || idx >= len(devs) || devs[idx] != dev) {
+				t.Fatalf("round %d: Lookup(%#x) index %d does not name %v in Devices()", round, a, idx, dev)
+			}
+		}
 	}
 }

@@ -93,8 +93,9 @@ func BenchmarkLinuxBoot(b *testing.B) {
 // --profile with every source, the tracepoints read by the BPF counters
 // (--profile-via bpf: raw tracepoint programs, breakdown and histograms in
 // the kernel) or by the perf rings (--profile-via perf, with phases and
-// per-exit PCs), and with the userspace and KVM stats sources only,
-// interleaved in each round. Reported: ratios of medians against the plain
+// per-exit PCs), with the userspace and KVM stats sources only, and with
+// --profile=light (issue 20's always-on mode: on this boot within the
+// plain boots' spread), interleaved in each round. Reported: ratios of medians against the plain
 // boots of the same run, with the min..max of the per-round ratios.
 func BenchmarkProfileOverhead(b *testing.B) {
 	out := filepath.Join(b.TempDir(), "profile.json")
@@ -103,6 +104,7 @@ func BenchmarkProfileOverhead(b *testing.B) {
 		benchVariant{name: "bpf", args: append([]string{"--profile-via", "bpf"}, prof...)},
 		benchVariant{name: "perf", args: append([]string{"--profile-via", "perf"}, prof...)},
 		benchVariant{name: "profile-no-trace", args: append([]string{"--profile-sources", "userspace,kvm_stats"}, prof...)},
+		benchVariant{name: "light", args: []string{"--profile=light", "--profile-format", "json", "--profile-out", out}},
 	)
 }
 

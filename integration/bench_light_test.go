@@ -5,7 +5,6 @@ package integration
 import (
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // BenchmarkExitFloorLight is BenchmarkExitFloor for --profile=light: the
@@ -20,16 +19,7 @@ import (
 func BenchmarkExitFloorLight(b *testing.B) {
 	out := filepath.Join(b.TempDir(), "profile.json")
 	light := []string{"--profile=light", "--profile-format", "json", "--profile-out", out}
-	boot := func(args ...string) float64 {
-		res := filepath.Join(b.TempDir(), "result.json")
-		r := mvm(b, 2*time.Minute, append([]string{"run", "--kernel", payload(b, "sysregs.bin"), "--result-json", res}, args...)...)
-		if r.code != 0 {
-			b.Fatalf("exit status %d\n%s", r.code, r.stderr)
-		}
-		s := readJSON[runSummary](b, res)
-		return float64(s.PhasesNS["total"] - s.PhasesNS["vmm_setup"])
-	}
-	interleaved(b, boot,
+	interleaved(b, func(args ...string) float64 { return sysregsRun(b, args...) },
 		benchVariant{name: "light", args: light},
 		benchVariant{name: "exact-sources", args: []string{"--profile", "--profile-sources", "userspace,kvm_stats", "--profile-format", "json", "--profile-out", filepath.Join(b.TempDir(), "p.json")}},
 	)

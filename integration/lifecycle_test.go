@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +66,9 @@ func TestSignalStopsSpinningGuest(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			time.Sleep(200 * time.Millisecond)
+			if c.guest == "mmiospin.bin" {
+				checkRawTimer(t, cmd.Process.Pid)
+			}
 			if c.sig == syscall.SIGTERM {
 				checkStateDump(t, cmd, &errb)
 			}
@@ -87,6 +91,23 @@ func TestSignalStopsSpinningGuest(t *testing.T) {
 				t.Errorf("exit status %d, want %d (stderr %q)", got, c.code, errb.String())
 			}
 		})
+	}
+}
+
+// checkRawTimer: a vCPU re-entering its guest after MMIO exits does so
+// with raw KVM_RUNs, each stretch bounded by a POSIX timer that signals
+// the vCPU's own thread with SIGURG (vcpu's rawTimer). The timer exists
+// only if timer_create got through mvm's seccomp filter; without it the
+// loop silently keeps to plain system calls.
+func checkRawTimer(t *testing.T, pid int) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/timers", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	if !strings.Contains(s, fmt.Sprintf("signal: %d/", int(syscall.SIGURG))) || !strings.Contains(s, "notify: thread/") {
+		t.Errorf("no SIGURG timer aimed at a thread in /proc/%d/timers while the guest makes MMIO exits:\n%s", pid, s)
 	}
 }
 

@@ -184,7 +184,13 @@ func TestProfileLight(t *testing.T) {
 		}{{"count", l.Count, e.Count, tol}, {"mean guest time", l.TimeMeanNS, e.TimeMeanNS, tol}, {"mean handling time", l.HandleMeanNS, e.HandleMeanNS, tol}} {
 			d := relDiff(c.got, c.exact)
 			t.Logf("%s %s: light %d, exact %d, %.1f%% apart", e.Reason, c.what, c.got, c.exact, 100*d)
-			if c.what == "count" && d > c.tol && insnTime {
+			// A count the light mode takes from the stats fd (WFx,
+			// HVC64: EstimateTimes) is checked against
+			// the same boot's stats above; against the other boot it
+			// only says how alike the two boots were (WFx, the idle
+			// loop's, moved from 979 to 5494 between boots of one
+			// build), so it is logged, not asserted.
+			if c.what == "count" && d > c.tol && insnTime && l.Estimate == exits.EstimateCountTimes {
 				t.Errorf("%s %s: light %d, exact %d: off by %.1f%%, more than %.0f%%", e.Reason, c.what, c.got, c.exact, 100*d, 100*c.tol)
 			}
 		}

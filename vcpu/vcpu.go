@@ -106,6 +106,9 @@ type VCPU struct {
 	// exit is the exit being handled, decoded from run; owned by the
 	// loop, reused so that an exit allocates nothing.
 	exit Exit
+	// timer bounds the raw KVM_RUNs (runGuest). Owned by the vCPU's
+	// thread.
+	timer rawTimer
 
 	// LastOn is the most recent power-on request this vCPU acted on;
 	// Woken when this thread took it, Reset when its registers were set,
@@ -309,6 +312,7 @@ func (v *VCPU) signalThread() {
 
 // Close releases the vCPU.
 func (v *VCPU) Close() error {
+	v.timer.close()
 	if v.run != nil {
 		v.run.Unmap()
 	}
@@ -560,19 +564,25 @@ func stopped(stop <-chan struct{}) bool {
 // before stop is polled, so a kick that lands after the poll sets it
 // again and the next KVM_RUN returns at once.
 //
-// Every KVM_RUN is a plain Syscall, which gives the goroutine's P back
-// while the vCPU is in the guest. A RawSyscall re-entry after an MMIO exit
-// saved about 250 instructions per round trip (entersyscall/exitsyscall,
-// instruction-time lab: MMIOExit 1.055 -> 1.025), but a raw call keeps
-// its P, and mvm runs with asyncpreemptoff=1 (cmd/mvm, runtimeSettings):
-// no preemption signal then ends a KVM_RUN whose guest waits in WFI, so
-// the garbage collector's stop-the-world waited for that vCPU forever (a
-// 4-vCPU Linux boot with a metrics scraper hung in the lab).
+// The re-entry after an MMIO exit is a RawSyscall: without the runtime's
+// entersyscall/exitsyscall it saves about 250 instructions per round trip
+// (instruction-time lab: MMIOExit 1.055 -> 1.025, docs/boot-phases.md).
+// Other entries are plain Syscalls, which give the goroutine's P back
+// while the vCPU is in the guest. A raw call keeps its P: vmm keeps
+// GOMAXPROCS two above the vCPU count, so other goroutines still find one,
+// but mvm runs with asyncpreemptoff=1 (cmd/mvm, runtimeSettings), so no
+// preemption signal ends a raw KVM_RUN whose guest waits in WFI, and the
+// garbage collector's stop-the-world would wait for that vCPU for as long
+// as it sleeps (a 4-vCPU Linux boot with a metrics scraper hung in the lab
+// when the raw call had no bound). So the first raw entry arms a periodic
+// timer (rawTimer, rawBound) that ends it with EINTR; after any exit but
+// MMIO the timer is disarmed and the next entry is a plain Syscall again.
 func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 	// No anchor here: the power-on's Now calls (Woken, Reset, Entered)
 	// already re-anchored a clock that had been idle for 100 ms.
 	clk := &v.clock
 	fd := v.rawFD
+	raw := false
 	for {
 		v.run.SetImmediateExit(false)
 		if stopped(stop) {
@@ -581,7 +591,11 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		var errno unix.Errno
 		var t0 time.Duration
 		for {
-			_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
+			if raw {
+				_, _, errno = unix.RawSyscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
+			} else {
+				_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, kvm.ReqRun, 0)
+			}
 			t0 = clk.now()
 			v.lastExitNS.Store(int64(t0))
 			if errno != 0 || v.run.ExitReason() != kvm.ExitMMIO {
@@ -598,7 +612,13 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 			t1 := clk.now()
 			h.Exited(v, kvm.ExitMMIO, a.Key, t1-t0, t1)
 			if a.Next != Continue {
+				if raw {
+					v.timer.disarm()
+				}
 				return a.Next, nil
+			}
+			if !raw {
+				raw = v.timer.arm()
 			}
 		}
 		if v.inspect.Load() != nil {
@@ -610,10 +630,21 @@ func (v *VCPU) runGuest(stop <-chan struct{}, h Handler) (Next, error) {
 		e := &v.exit
 		a, err := v.otherExit(e, errno, h)
 		if err != nil {
+			if raw {
+				v.timer.disarm()
+			}
 			return Halt, err
 		}
 		t1 := clk.now()
 		h.Exited(v, e.Reason, a.Key, t1-t0, t1)
+		if raw {
+			// Out of the raw stretch: the next entry gives its P
+			// back. Disarmed after the exit is handled, so that a
+			// CPU_ON's start is posted first (and the profile's
+			// handling time is the handler's).
+			raw = false
+			v.timer.disarm()
+		}
 		if a.Next != Continue {
 			return a.Next, nil
 		}

@@ -51,6 +51,11 @@ func Run(pid int, sampled bool) []Rule {
 		Allow("exit_group", unix.SYS_EXIT_GROUP),
 		Allow("nanosleep", unix.SYS_NANOSLEEP),
 		Allow("sched_yield", unix.SYS_SCHED_YIELD),
+		// The vCPU threads' bound on a raw KVM_RUN (vcpu's rawTimer):
+		// a timer that signals the thread itself.
+		Allow("timer_create", unix.SYS_TIMER_CREATE),
+		Allow("timer_settime", unix.SYS_TIMER_SETTIME),
+		Allow("timer_delete", unix.SYS_TIMER_DELETE),
 		Allow("sched_getaffinity", unix.SYS_SCHED_GETAFFINITY),
 		Allow("clock_gettime", unix.SYS_CLOCK_GETTIME),
 		Allow("restart_syscall", unix.SYS_RESTART_SYSCALL),

@@ -34,10 +34,10 @@ const measuredOn = "lab kernel 6.12.117+deb13-cloud-arm64, QEMU 7.2 (Debian book
 
 func bounds() []bound {
 	return []bound{
-		{"BenchmarkMMIOExit", "mvm/bare", 1.09,
-			"an MMIO exit through mvm's loop and bus per exit of a bare KVM_RUN loop, median of 3 counts: single counts 1.054-1.067 (1.093 once) in the lean exit path's A/B runs and 1.055-1.062 in make perf-gate (2026-12-02, docs/boot-phases.md), + 0.02 for the runs' moves seen before; the loop before it (a stop poll, clock arithmetic per exit) gave 1.107-1.126, the build before the counter clock 1.142-1.148. 1.045 for a RawSyscall re-entry was withdrawn: it hung the garbage collector under asyncpreemptoff=1"},
-		{"BenchmarkCPUOnFew/cpus=2", "user/kernel-p50", 1.45,
-			"CPU_ON to first instruction, PSCI in mvm over PSCI in KVM: 0.85-0.87 or 1.20-1.29 by run (where the lab's scheduler puts the two vCPU threads, docs/boot-phases.md), +0.15: catches a path that got much longer"},
+		{"BenchmarkMMIOExit", "mvm/bare", 1.05,
+			"an MMIO exit through mvm's loop and bus per exit of a bare KVM_RUN loop, median of 3 counts: with the raw re-entry bounded by the vCPU thread's timer and the written-out bus look-up, single counts 1.021-1.032 (2026-12-03, three counts of 3 rounds in an A/B run against main, docs/boot-phases.md), + 0.02 for the runs' moves seen before; the same loop with a plain Syscall re-entry gave 1.054-1.071 (2026-12-02/03), the loop before that (a stop poll, clock arithmetic per exit) 1.107-1.126, the build before the counter clock 1.142-1.148"},
+		{"BenchmarkCPUOnFew/cpus=2", "user/kernel-p50", 1.25,
+			"CPU_ON to first instruction, PSCI in mvm over PSCI in KVM: 0.811 or 1.084 by run (where the lab's scheduler puts the two vCPU threads: the target on the caller's lab CPU, preempting it, or on the other one, docs/boot-phases.md; 2026-12-03, two make perf-gate runs, and 1.083 in one on 2026-12-03 before the raw MMIO re-entry), +0.15: catches a path that got much longer; was 1.45 when the two modes gave 0.85-0.87 and 1.20-1.29"},
 	}
 }
 
