@@ -106,7 +106,8 @@ func parseBenchstat(t *testing.T, out string) map[string][]float64 {
 // In the instruction-time lab a 1-vCPU boot repeats to about 1% and a
 // guest's sleep costs no host time (-icount sleep=off), so four runs a side
 // (the fewest with which the Mann-Whitney U test can reach p < 0.05 at all)
-// and a 300 ms delay, 25% of a 1.2 s boot, separate cleanly. In the wall
+// and a 300 ms delay, 46% of a 0.65 s kernel_to_user (noCryptoTests),
+// separate cleanly. In the wall
 // lab a 1-vCPU boot takes 8-16 s, ranges over ±30% with an occasional 2x
 // outlier (8.9-23.7 s seen), and drifts by seconds when other work shares
 // the host: B waits 6 s and each variant runs eight times (with four or six
@@ -131,7 +132,7 @@ func TestBenchAB(t *testing.T) {
 	runs, delay := abPlan()
 	t.Logf("%s clock: %d runs a variant, B waits %v longer", labclock.Name(), runs, delay)
 	r, rep, js := benchRun(t, 20*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
-		"--runs", strconv.Itoa(runs), "--warmup", "0",
+		"--runs", strconv.Itoa(runs), "--warmup", "0", "--append", noCryptoTests,
 		"--variant", "A2:label=again",
 		"--variant", fmt.Sprintf("B:cmdline-append=mvm.delay_ms=%d,label=+%v", delay.Milliseconds(), delay),
 		"--fail-on-regression", "5",
@@ -259,7 +260,7 @@ func TestBenchCPUs(t *testing.T) {
 		runs = "1"
 	}
 	r, rep, _ := benchRun(t, 12*time.Minute, 3*time.Minute, "--kernel", kernel, "--initrd", initrd, "--memory", "512M",
-		"--psci", "user", "--cpus", "1,4,8", "--runs", runs, "--warmup", "0")
+		"--psci", "user", "--cpus", "1,4,8", "--runs", runs, "--warmup", "0", "--append", noCryptoTests)
 	t.Logf("stdout:\n%s", r.stdout)
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)
