@@ -3,16 +3,13 @@
 package integration
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mvm-dev/mvm/internal/labclock"
 	"github.com/mvm-dev/mvm/runsummary"
 )
 
@@ -47,79 +44,19 @@ func busyboxTree(t *testing.T) string {
 	return root
 }
 
-// TestCommandModeBench: mvm bench -- CMD on a busybox tree given as
-// --rootfs. Every run is a command-mode run; B's command sleeps longer
-// (it reads its delay from the kernel command line B appends to), so the
-// command phase is in the table, the JSON and the JUnit report, B's
-// command phase is a significant regression about the delay long, and
-// kernel_to_user is not. Then, one boot each: a command that exits 3 is a
-// failed run saying so; --overlay over the tree's /data takes writes in
-// the guest and leaves the host's directory as it was, and a working
-// directory the tree lacks is /; bad --rootfs and --overlay values are
-// one line and exit 125 before anything starts.
+// TestCommandModeBench: what mvm bench -- CMD and command mode's --rootfs
+// do beyond TestBenchAB's A/A2/B bench (which runs on a busybox tree as
+// --rootfs too), one boot each: a command that exits 3 is a failed run
+// saying so; --overlay over the tree's /data takes writes in the guest and
+// leaves the host's directory as it was, and a working directory the tree
+// lacks is /; bad --rootfs and --overlay values are one line and exit 125
+// before anything starts.
 func TestCommandModeBench(t *testing.T) {
 	tree := busyboxTree(t)
-	runs, delay := abPlan()
-	if labclock.Name() == labclock.Insn {
-		// The command phase scatters far more than a boot's in
-		// instruction time: A's four runs (a 100 ms sleep) ranged
-		// 386-732 ms, so B's 300 ms more gave p = 0.343. A guest's sleep
-		// costs no host time there: B sleeps 1 s longer.
-		delay = time.Second
-	}
-	base := 100 * time.Millisecond
-	t.Logf("%s clock: %d runs a variant, B's command sleeps %v longer", labclock.Name(), runs, delay)
-	script := fmt.Sprintf(`d=%g; grep -q mvmtest.longer /proc/cmdline && d=%g; sleep $d`, base.Seconds(), (base + delay).Seconds())
 	cmdArgs := append(commandArgs(t)[1:], "--rootfs", tree)
-	r, rep, js := benchRun(t, 20*time.Minute, 3*time.Minute, append(cmdArgs,
-		"--runs", strconv.Itoa(runs), "--warmup", "0", "--variant", "B:cmdline-append=mvmtest.longer",
-		"--fail-on-regression", "5", "--", "/bin/sh", "-c", script)...)
-	t.Logf("stdout:\n%s", r.stdout)
-	if r.code != 1 {
-		t.Errorf("A/B bench with a %v slower command in B: exit status %d, want 1\nstderr:\n%s", delay, r.code, r.stderr)
-	}
-	if len(rep.Analysis.Failed) != 0 {
-		t.Errorf("failed runs %+v", rep.Analysis.Failed)
-	}
-	if len(rep.Config.Command) != 3 || rep.Config.Command[2] != script {
-		t.Errorf("the report's command is %q", rep.Config.Command)
-	}
-	a, okA := rep.Analysis.Cell(1, "A", runsummary.PhaseCommand)
-	c, okB := rep.Analysis.Cell(1, "B", runsummary.PhaseCommand)
-	switch {
-	case !okA || !okB || a.N != runs || c.N != runs || c.Delta == nil:
-		t.Errorf("command phase cells A %+v, B %+v: want %d runs each and B's delta", a, c, runs)
-	default:
-		diff := time.Duration(c.Median - a.Median)
-		t.Logf("command: A %v, B %v (%+.1f%%, p=%.3f)", time.Duration(a.Median).Round(time.Millisecond),
-			time.Duration(c.Median).Round(time.Millisecond), c.Delta.Pct, c.Delta.P)
-		if !c.Delta.Significant || !c.Delta.Regression {
-			t.Errorf("B's command phase: %+v, want a significant regression", c.Delta)
-		}
-		if diff < delay/2 || diff > delay*2 {
-			t.Errorf("command phase medians differ by %v, want about %v", diff, delay)
-		}
-		// The command phase holds at least the sleep itself.
-		if time.Duration(a.Median) < base {
-			t.Errorf("A's command phase %v is shorter than its %v sleep", time.Duration(a.Median), base)
-		}
-	}
-	if k, ok := rep.Analysis.Cell(1, "B", runsummary.PhaseKernelToUser); !ok || k.Delta == nil || k.Delta.Regression {
-		t.Errorf("B kernel_to_user: %+v, want present and no regression", k)
-	}
-	if !strings.Contains(r.stdout, "\ncommand [ms]: ") {
-		t.Error("the table has no command phase")
-	}
-	junit := filepath.Join(t.TempDir(), "cmd.xml")
-	if r := mvm(t, time.Minute, "bench", "--from", js, "--fail-on-regression", "5", "--junit", junit); r.code != 1 {
-		t.Errorf("--junit: exit status %d, want 1\n%s", r.code, r.stderr)
-	}
-	if failed := junitFailures(t, junit); !failed["mvm-bench.B command 1 vCPU"] {
-		t.Errorf("JUnit: B's command phase is not a failed test case (failed: %v)", failed)
-	}
 
 	// A command that fails: a failed run with its status, no sample.
-	r, rep, _ = benchRun(t, 5*time.Minute, 3*time.Minute, append(cmdArgs, "--runs", "1", "--warmup", "0",
+	r, rep, _ := benchRun(t, 5*time.Minute, 3*time.Minute, append(cmdArgs, "--runs", "1", "--warmup", "0",
 		"--", "/bin/sh", "-c", "echo broken >&2; exit 3")...)
 	if r.code != 3 || len(rep.Analysis.Failed) != 1 || !strings.Contains(rep.Analysis.Failed[0].Error, "the command exited with status 3: broken") {
 		t.Errorf("failing command: exit status %d, failed runs %+v; want 3 and one run saying the command exited with status 3\nstderr:\n%s", r.code, rep.Analysis.Failed, r.stderr)

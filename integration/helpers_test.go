@@ -33,6 +33,18 @@ func readJSON[T any](tb testing.TB, path string) T {
 	return v
 }
 
+// noCryptoTests goes on the kernel command line of the Linux test guests
+// whose checks do not depend on how long the kernel's own boot takes:
+// cryptomgr.notests skips the self-tests of the crypto algorithms the
+// kernel registers (Documentation/admin-guide/kernel-parameters.txt).
+// They test the guest kernel, not mvm, and were more than a third of the
+// Debian kernel's kernel_to_user in the instruction-time lab (TestBenchCPUs
+// with the test initrd: 1.04 s -> 0.65 s on 1 vCPU, 1.79 -> 0.91 s on 4,
+// 2.15 -> 1.05 s on 8, where the tests run one after another on the lab's
+// single host thread). Command mode's default command line has it for the
+// same reason (cmd/mvm/command.go, commandCmdline).
+const noCryptoTests = "cryptomgr.notests"
+
 // env returns a required environment variable or fails the test.
 func env(t testing.TB, name string) string {
 	t.Helper()

@@ -86,7 +86,7 @@ func TestLinuxBoot(t *testing.T) {
 					initrd = hotplug
 				}
 				r := mvm(t, 4*time.Minute, "run", "--kernel", kernel, "--initrd", initrd,
-					"--cpus", strconv.Itoa(n), "--memory", "512M", "--psci", mode, "--append", "quiet")
+					"--cpus", strconv.Itoa(n), "--memory", "512M", "--psci", mode, "--append", "quiet "+noCryptoTests)
 				if r.code != 0 {
 					t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 				}

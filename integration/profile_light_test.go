@@ -56,7 +56,7 @@ func TestProfileLight(t *testing.T) {
 		t.Helper()
 		out := filepath.Join(dir, mode+".json")
 		r := mvm(t, 6*time.Minute, append([]string{"run", "--kernel", env(t, "MVM_LINUX"), "--initrd", testInitrd(t),
-			"--cpus", "4", "--append", "quiet", "--console", "none",
+			"--cpus", "4", "--append", "quiet " + noCryptoTests, "--console", "none",
 			"--profile=" + mode, "--profile-format", "json", "--profile-out", out}, extra...)...)
 		if r.code != 0 {
 			t.Fatalf("--profile=%s: exit status %d\nstderr:\n%s", mode, r.code, r.stderr)

@@ -113,7 +113,7 @@ func (p profileJSON) stat(vcpu, name string) (uint64, bool) {
 func TestProfileSourcesAgree(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "profile.json")
 	r := mvm(t, 4*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", testInitrd(t),
-		"--cpus", "4", "--append", "quiet", "--console", "none",
+		"--cpus", "4", "--append", "quiet "+noCryptoTests, "--console", "none",
 		"--profile", "--profile-format", "json", "--profile-out", out, "--guest-symbols", env(t, "MVM_LINUX_VMLINUX"))
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstderr:\n%s", r.code, r.stderr)

@@ -113,7 +113,7 @@ func TestVirtioDisk(t *testing.T) {
 	rootSum, roSum := sha256File(t, root, 0, -1), sha256File(t, ro, 0, -1)
 
 	r := mvm(t, 3*time.Minute, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, diskGuestCmd),
-		"--memory", "256M", "--append", "quiet", "--disk", root+",ro", "--disk", scratch, "--disk", ro+",ro")
+		"--memory", "256M", "--append", "quiet "+noCryptoTests, "--disk", root+",ro", "--disk", scratch, "--disk", ro+",ro")
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -157,7 +157,7 @@ func TestVirtioRootDiskSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := startMVM(t, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, ""),
-		"--memory", "256M", "--append", "quiet mvm.root=/dev/vda", "--disk", root+",ro", "--disk", scratch, "--rng=false")
+		"--memory", "256M", "--append", "quiet mvm.root=/dev/vda "+noCryptoTests, "--disk", root+",ro", "--disk", scratch, "--rng=false")
 	flushed := vm.waitFor(`mvm-root: flushed ([0-9a-f]+)`)
 	code := vm.stop(syscall.SIGTERM)
 	out := vm.output()
@@ -335,7 +335,7 @@ func TestVirtioNet(t *testing.T) {
 	os.WriteFile(disk, make([]byte, 64<<10), 0o644)
 
 	vm := startMVM(t, "run", "--kernel", env(t, "MVM_LINUX"), "--initrd", virtioInitrd(t, netGuestCmd),
-		"--memory", "256M", "--append", "quiet", "--net", "tap="+tap, "--disk", disk)
+		"--memory", "256M", "--append", "quiet "+noCryptoTests, "--net", "tap="+tap, "--disk", disk)
 	ready := vm.waitFor(`mvm-net: ready`)
 	var fetched []byte
 	var ferr error

@@ -53,7 +53,7 @@ func TestVirtioFS(t *testing.T) {
 	}
 	r := mvmCmd(t, 3*time.Minute, asNobody, "run", "--kernel", publicCopy(t, env(t, "MVM_LINUX")),
 		"--initrd", publicCopy(t, virtioInitrd(t, fsGuestCmd)),
-		"--memory", "256M", "--append", "quiet", "--rng=false", "--seccomp=true", "--virtiofsd", bin,
+		"--memory", "256M", "--append", "quiet "+noCryptoTests, "--rng=false", "--seccomp=true", "--virtiofsd", bin,
 		"--share", rw+",tag=rw", "--share", ro+",tag=ro,ro,at=/ro")
 	if r.code != 0 {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -104,8 +104,8 @@ func TestVirtioFSEnds(t *testing.T) {
 		append string
 		after  string
 	}{
-		{"SIGTERM", syscall.SIGTERM, 143, "quiet", "sleep 600"},
-		{"panic", 0, 0, "quiet panic=-1", "echo c >/proc/sysrq-trigger"},
+		{"SIGTERM", syscall.SIGTERM, 143, "quiet " + noCryptoTests, "sleep 600"},
+		{"panic", 0, 0, "quiet panic=-1 " + noCryptoTests, "echo c >/proc/sysrq-trigger"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rw := t.TempDir()
