@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -95,8 +94,9 @@ func BenchmarkLinuxBoot(b *testing.B) {
 // the kernel) or by the perf rings (--profile-via perf, with phases and
 // per-exit PCs), with the userspace and KVM stats sources only, and with
 // --profile=light (issue 20's always-on mode: on this boot within the
-// plain boots' spread), interleaved in each round. Reported: ratios of medians against the plain
-// boots of the same run, with the min..max of the per-round ratios.
+// plain boots' spread), interleaved in each round. Reported: ratios of
+// medians against the plain boots of the same run, with the min..max of
+// the per-round ratios.
 func BenchmarkProfileOverhead(b *testing.B) {
 	out := filepath.Join(b.TempDir(), "profile.json")
 	prof := []string{"--profile", "--profile-format", "json", "--profile-out", out}
@@ -203,20 +203,13 @@ func cpuOnLatencies(b *testing.B, cpus int, mode string) cpuOnRun {
 	if mode != "user" {
 		return run
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var s struct {
+	s := readJSON[struct {
 		Exit    []int64 `json:"cpu_on_exit_ns"`
 		On      []int64 `json:"cpu_on_ns"`
 		Woken   []int64 `json:"woken_ns"`
 		Reset   []int64 `json:"reset_ns"`
 		Entered []int64 `json:"entered_ns"`
-	}
-	if err := json.Unmarshal(data, &s); err != nil {
-		b.Fatal(err)
-	}
+	}](b, out)
 	run.steps = map[string][]float64{}
 	for k := 1; k < cpus && k < len(s.Entered); k++ {
 		t := []int64{s.Exit[k], s.On[k], s.Woken[k], s.Reset[k], s.Entered[k]}
@@ -618,17 +611,12 @@ func BenchmarkProfileBreakdown(b *testing.B) {
 			b.Fatalf("counts %d reps: exit %d\n%s", reps, r.code, r.stderr)
 		}
 		s := readJSON[runSummary](b, res)
-		pdata, err := os.ReadFile(filepath.Join(dir, "profile.json"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var rep struct {
+		rep := readJSON[struct {
 			Rows []struct {
 				Source, VCPU string
 				Count        uint64
 			} `json:"rows"`
-		}
-		json.Unmarshal(pdata, &rep)
+		}](b, filepath.Join(dir, "profile.json"))
 		var exits uint64
 		for _, row := range rep.Rows {
 			if row.Source == "tracepoint" && row.VCPU == "total" {

@@ -5,7 +5,6 @@ package integration
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -49,15 +48,7 @@ type profileJSON struct {
 
 func readProfile(t *testing.T, path string) profileJSON {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p profileJSON
-	if err := json.Unmarshal(data, &p); err != nil {
-		t.Fatalf("profile JSON: %v\n%s", err, data)
-	}
-	return p
+	return readJSON[profileJSON](t, path)
 }
 
 func (p profileJSON) used(name string) (bool, string) {
@@ -325,20 +316,13 @@ func TestProfileUserspaceWithoutMarker(t *testing.T) {
 	if u := rep.Userspace; u == nil || u.Source != "first_user_exit" || u.AtNS <= 0 || u.AtNS != u.FirstUserExitNS {
 		t.Errorf("userspace start %+v, want the first user exit", u)
 	}
-	data, err := os.ReadFile(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum struct {
+	sum := readJSON[struct {
 		PhasesNS      map[string]int64 `json:"phases_ns"`
 		UserspaceFrom string           `json:"userspace_from"`
 		Marks         []struct {
 			Code int `json:"code"`
 		} `json:"marks"`
-	}
-	if err := json.Unmarshal(data, &sum); err != nil {
-		t.Fatal(err)
-	}
+	}](t, res)
 	if len(sum.Marks) != 0 {
 		t.Errorf("the guest wrote markers %+v", sum.Marks)
 	}

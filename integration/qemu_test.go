@@ -297,14 +297,7 @@ func TestQEMUProfileAttach(t *testing.T) {
 func compareBPFDetail(t *testing.T, path string) {
 	t.Helper()
 	const bpfSlackNS = 50_000
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep exits.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readJSON[exits.Report](t, path)
 	total := map[string]map[string]exits.Row{}
 	for _, r := range rep.Rows {
 		if r.VCPU != exits.TotalVCPU {

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -402,16 +401,9 @@ func TestVirtioGarbage(t *testing.T) {
 	if n := strings.Count(r.stderr, "\n"); n > 60 {
 		t.Errorf("%d lines of log for one payload: driver errors are not logged once per kind\n%s", n, r.stderr)
 	}
-	data, err := os.ReadFile(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum struct {
+	sum := readJSON[struct {
 		Virtio uint64 `json:"virtio_problems"`
-	}
-	if err := json.Unmarshal(data, &sum); err != nil {
-		t.Fatal(err)
-	}
+	}](t, res)
 	if sum.Virtio < 10 {
 		t.Errorf("virtio_problems = %d, want the payload's errors counted", sum.Virtio)
 	}
