@@ -12,9 +12,10 @@ import (
 // elfHeaderLen is the length of an ELF-64 header.
 const elfHeaderLen = 64
 
-// strippedLen is the cut of a stripped executable (StrippedFile): the length of the stripped executable
-// and its new ELF header (to replace the first elfHeaderLen bytes), or
-// size and nil when it is to stay as it is. It reads only the headers.
+// strippedLen is StrippedFile's cut: the length of the stripped
+// executable and its new ELF header (to replace the first elfHeaderLen
+// bytes), or size and nil when it is to stay as it is. It reads only the
+// headers.
 func strippedLen(r io.ReaderAt, size int64) (int64, []byte) {
 	f, err := elf.NewFile(r)
 	if err != nil || f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {

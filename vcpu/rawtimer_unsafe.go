@@ -47,10 +47,10 @@ type rawTimer struct {
 	broken bool
 }
 
-// arm starts the timer, every rawBound (periodic: a signal that lands while
-// the thread is between two KVM_RUNs ends none of them, and the next one
-// must still be bounded); false when there is no
-// timer, in which case the caller must not make a raw KVM_RUN.
+// arm starts the timer, firing every rawBound (periodic: a signal that
+// lands while the thread is between two KVM_RUNs ends neither, and the
+// next one must still be bounded). False when there is no timer: the
+// caller must not make a raw KVM_RUN then.
 func (t *rawTimer) arm() bool {
 	if t.broken {
 		return false
@@ -67,7 +67,7 @@ func (t *rawTimer) arm() bool {
 	return t.set(rawBound) == nil
 }
 
-// disarm stops the timer if it has not fired yet.
+// disarm stops the timer (a signal already sent stays pending).
 func (t *rawTimer) disarm() {
 	if t.created {
 		_ = t.set(0)
