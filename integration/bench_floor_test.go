@@ -5,12 +5,16 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkProfileFloor measures what the BPF path cannot go below: empty
@@ -136,6 +140,47 @@ func attachProg(b *testing.B, insns asm.Instructions, events ...string) func() {
 			b.Fatalf("attach an empty program to %s: %v", ev, err)
 		}
 		closers = append([]func() error{l.Close}, closers...)
+	}
+	return undo
+}
+
+// holdEvents opens a disabled perf tracepoint event on each kvm event (what
+// --profile=light's bpfagg.Counter.Hold does for the run): the tracepoint
+// keeps perf's probe registered, which returns at once, on every exit. It
+// returns what closes them.
+func holdEvents(b *testing.B, events ...string) func() {
+	b.Helper()
+	var fds []int
+	undo := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	for _, ev := range events {
+		var id []byte
+		var err error
+		for _, dir := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
+			if id, err = os.ReadFile(filepath.Join(dir, "events/kvm", ev, "id")); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			undo()
+			b.Fatalf("tracepoint id of kvm:%s: %v", ev, err)
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(string(id)), 10, 64)
+		if err != nil {
+			undo()
+			b.Fatalf("tracepoint id of kvm:%s: %v", ev, err)
+		}
+		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: n, Bits: unix.PerfBitDisabled}
+		attr.Size = uint32(unsafe.Sizeof(attr))
+		fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			undo()
+			b.Fatalf("perf_event_open kvm:%s: %v", ev, err)
+		}
+		fds = append(fds, fd)
 	}
 	return undo
 }
