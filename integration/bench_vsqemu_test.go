@@ -133,7 +133,10 @@ func blkRun(b *testing.B, vmm, disk, initrd string, idle bool) blkLoad {
 // min..max) and the exits per MiB, split into user and kernel. With
 // MVM_BIN_BASE (make bench BENCH_BASE=PATH) another mvm build, e.g. main's,
 // runs too, as mvm-base: an A/B of two builds beside QEMU in one run.
+// With MVM_BENCH_HALT_POLL_NS (make bench HALT_POLL_NS=N) the lab's KVM
+// halt-polls at most that long for every VMM of the run (haltPoll).
 func BenchmarkBlkQEMU(b *testing.B) {
+	haltPoll(b)
 	dir := b.TempDir()
 	disk := randomFile(b, dir, "disk.img", benchDiskSize)
 	self, err := os.Executable()
@@ -186,6 +189,40 @@ func BenchmarkBlkQEMU(b *testing.B) {
 		fmt.Fprintf(os.Stderr, "blk vs qemu %s: median %.4g, min..max %s (n=%d)\n", k, median(v[k]), spread(v[k]), len(v[k]))
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// haltPollParam is KVM's global halt-polling limit: how long a vCPU that
+// waits (WFI) spins for a wake-up before it sleeps
+// (Documentation/virt/kvm/halt-polling.rst); VMs that did not set their
+// own (KVM_CAP_HALT_POLL, which neither mvm nor QEMU does) read it at
+// every halt.
+const haltPollParam = "/sys/module/kvm/parameters/halt_poll_ns"
+
+// haltPoll sets haltPollParam to MVM_BENCH_HALT_POLL_NS, if that is set,
+// until the benchmark ends, and prints the value the run used. In the
+// instruction-time lab a poll's spin counts as guest time and its length
+// adapts to earlier waits, which scatters guest-timed I/O figures from
+// boot to boot (docs/devices.md); 0 takes that out, for every VMM alike.
+func haltPoll(b *testing.B) {
+	b.Helper()
+	old, err := os.ReadFile(haltPollParam)
+	if err != nil {
+		b.Fatalf("KVM's halt polling: %v", err)
+	}
+	cur := strings.TrimSpace(string(old))
+	set := os.Getenv("MVM_BENCH_HALT_POLL_NS")
+	if set == "" {
+		fmt.Printf("%s: halt_poll_ns %s (the lab kernel's KVM default)\n", b.Name(), cur)
+		return
+	}
+	if _, err := strconv.ParseUint(set, 10, 32); err != nil {
+		b.Fatalf("MVM_BENCH_HALT_POLL_NS=%q: want a number of nanoseconds", set)
+	}
+	if err := os.WriteFile(haltPollParam, []byte(set), 0o644); err != nil {
+		b.Fatalf("set KVM's halt polling: %v", err)
+	}
+	b.Cleanup(func() { os.WriteFile(haltPollParam, old, 0o644) })
+	fmt.Printf("%s: halt_poll_ns %s for this run (MVM_BENCH_HALT_POLL_NS; the lab kernel's default %s)\n", b.Name(), set, cur)
 }
 
 // bootVariant is one way BenchmarkBootQEMU boots the guest.
