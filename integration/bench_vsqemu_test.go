@@ -103,6 +103,13 @@ func blkRun(b *testing.B, vmm, disk, initrd string, idle bool) blkLoad {
 		args := append([]string{"profile", "--sources", "kvm_stats", "--format", "json", "--out", prof, "--"}, q...)
 		c = exec.Command(env(b, "MVM_BIN"), args...)
 	}
+	if cpu := os.Getenv("MVM_BENCH_PIN_CPU"); cpu != "" {
+		// Every thread of the VMM (QEMU's too, a child of mvm profile)
+		// on one lab CPU: the placement of the vCPU and I/O threads, which
+		// the lab's scheduler otherwise picks anew per boot, is then the
+		// same in every boot (docs/devices.md).
+		c = exec.Command(env(b, "MVM_BUSYBOX"), append([]string{"taskset", "-c", cpu}, c.Args...)...)
+	}
 	var out, errb strings.Builder
 	c.Stdout, c.Stderr = &out, &errb
 	start := time.Now()
@@ -134,9 +141,17 @@ func blkRun(b *testing.B, vmm, disk, initrd string, idle bool) blkLoad {
 // MVM_BIN_BASE (make bench BENCH_BASE=PATH) another mvm build, e.g. main's,
 // runs too, as mvm-base: an A/B of two builds beside QEMU in one run.
 // With MVM_BENCH_HALT_POLL_NS (make bench HALT_POLL_NS=N) the lab's KVM
-// halt-polls at most that long for every VMM of the run (haltPoll).
+// halt-polls at most that long for every VMM of the run (haltPoll); with
+// MVM_BENCH_PIN_CPU (make bench PIN_CPU=N) every VMM runs pinned to that
+// one CPU (busybox taskset, MVM_BUSYBOX).
 func BenchmarkBlkQEMU(b *testing.B) {
 	haltPoll(b)
+	if cpu := os.Getenv("MVM_BENCH_PIN_CPU"); cpu != "" {
+		if _, err := strconv.Atoi(cpu); err != nil {
+			b.Fatalf("MVM_BENCH_PIN_CPU=%q: want one CPU number", cpu)
+		}
+		fmt.Printf("%s: every VMM pinned to CPU %s (MVM_BENCH_PIN_CPU)\n", b.Name(), cpu)
+	}
 	dir := b.TempDir()
 	disk := randomFile(b, dir, "disk.img", benchDiskSize)
 	self, err := os.Executable()
