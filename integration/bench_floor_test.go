@@ -5,8 +5,6 @@ package integration
 import (
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -14,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/mvm-dev/mvm/exits/tracepoint"
 	"golang.org/x/sys/unix"
 )
 
@@ -144,10 +143,10 @@ func attachProg(b *testing.B, insns asm.Instructions, events ...string) func() {
 	return undo
 }
 
-// holdEvents opens a disabled perf tracepoint event on each kvm event (what
-// --profile=light's bpfagg.Counter.Hold does for the run): the tracepoint
-// keeps perf's probe registered, which returns at once, on every exit. It
-// returns what closes them.
+// holdEvents opens a disabled perf tracepoint event on each kvm event (the
+// cheaper attach docs/profile.md measured for --profile=light and did not
+// keep): the tracepoint keeps perf's probe registered, which returns at
+// once, on every exit. It returns what closes them.
 func holdEvents(b *testing.B, events ...string) func() {
 	b.Helper()
 	var fds []int
@@ -156,24 +155,17 @@ func holdEvents(b *testing.B, events ...string) func() {
 			unix.Close(fd)
 		}
 	}
+	tracefs, err := tracepoint.ProbeEnv(tracepoint.SystemEnv(false))
+	if err != nil {
+		b.Fatalf("tracefs: %v", err)
+	}
 	for _, ev := range events {
-		var id []byte
-		var err error
-		for _, dir := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
-			if id, err = os.ReadFile(filepath.Join(dir, "events/kvm", ev, "id")); err == nil {
-				break
-			}
-		}
+		f, err := tracepoint.ReadFormat(tracefs, "kvm", ev)
 		if err != nil {
 			undo()
-			b.Fatalf("tracepoint id of kvm:%s: %v", ev, err)
+			b.Fatalf("tracepoint kvm:%s: %v", ev, err)
 		}
-		n, err := strconv.ParseUint(strings.TrimSpace(string(id)), 10, 64)
-		if err != nil {
-			undo()
-			b.Fatalf("tracepoint id of kvm:%s: %v", ev, err)
-		}
-		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: n, Bits: unix.PerfBitDisabled}
+		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: f.ID, Bits: unix.PerfBitDisabled}
 		attr.Size = uint32(unsafe.Sizeof(attr))
 		fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
 		if err != nil {
