@@ -252,7 +252,7 @@ func TestQEMUProfileAttach(t *testing.T) {
 	}
 	t.Logf("attached 3 s: tracepoint exits %d (lost %d), stats exits %d; stderr %q", tp, p.Lost, st, r.stderr)
 	if st == 0 || (p.Lost == 0 && (tp < st || tp > st+st/20+50)) {
-		t.Errorf("tracepoint exits %d vs stats exits %d over the attached window", tp, st)
+		t.Errorf("tracepoint exits %d vs stats exits %d over the attached window; sources %+v", tp, st, p.Sources)
 	}
 
 	select {

@@ -223,6 +223,7 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 
 	res.Exited, res.State = r.follow(ctx)
 	res.Report = r.finish()
+	r.checkTrace(res.Report)
 	if (r.trace != nil || r.bpf != nil) && len(r.mapped) < r.vcpus {
 		r.note(fmt.Sprintf("%d of %d vCPU threads identified (by thread name or the KVM_RUN they sat in); the others' exits show under vCPU -1", len(r.mapped), r.vcpus))
 	}
@@ -594,6 +595,46 @@ func (r *run) report() *exits.Report {
 	}
 	rep.SetSource(SourceBPF, how, nil)
 	return rep
+}
+
+// checkTrace notes a tracepoint source that counted no exit while KVM's
+// stats counted some in a window it covers: a profile that would read as
+// "no exits" is wrong, and the note says what the tracepoint side saw.
+func (r *run) checkTrace(rep *exits.Report) {
+	if r.trace == nil && r.bpf == nil {
+		return
+	}
+	counted := untraced(rep)
+	if counted == 0 {
+		return
+	}
+	what := "perf rings"
+	if r.bpf != nil {
+		threads, entries, err := r.bpf.Seen()
+		what = fmt.Sprintf("the BPF programs saw %d threads of process %d and %d entries", threads, r.proc.PID, entries)
+		if err != nil {
+			what += fmt.Sprintf(" (%v)", err)
+		}
+	}
+	r.note(fmt.Sprintf("the tracepoints counted no exit while KVM's stats counted %d (%s): their figures are missing, not zero", counted, what))
+}
+
+// untraced is the exits KVM's stats counted in rep when its tracepoint
+// rows count none, else 0.
+func untraced(rep *exits.Report) uint64 {
+	var traced, counted uint64
+	for _, row := range rep.RowsOf(exits.SourceTracepoint, exits.TotalVCPU) {
+		traced += row.Count
+	}
+	for _, s := range rep.KVMStats {
+		if s.VCPU == exits.TotalVCPU && s.Name == "exits" {
+			counted = s.Delta
+		}
+	}
+	if traced > 0 {
+		return 0
+	}
+	return counted
 }
 
 // vcpuOf maps a thread to its vCPU as far as found.

@@ -332,3 +332,14 @@ func (r *reading) threadStats() []exits.ThreadStats {
 	}
 	return out
 }
+
+// Seen counts the threads the programs keep a state for and their
+// kvm_entry events: what they saw of the process, for a diagnosis when
+// they counted nothing.
+func (c *Counter) Seen() (threads int, entries uint64, err error) {
+	err = c.eachState(func(_ uint32, st threadState) {
+		threads++
+		entries += st.Entries
+	})
+	return threads, entries, err
+}
