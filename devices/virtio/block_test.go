@@ -5,6 +5,7 @@ package virtio
 import (
 	"bytes"
 	"encoding/binary"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strings"
@@ -296,6 +297,83 @@ func TestNeedEvent(t *testing.T) {
 	} {
 		if got := needEvent(c.event, c.new, c.old); got != c.want {
 			t.Errorf("needEvent(event %d, new %d, old %d) = %v, want %v", c.event, c.new, c.old, got, c.want)
+		}
+	}
+}
+
+// TestVectored reads and writes more buffers than one preadv takes
+// (maxIOV), with empty ones among them, and checks every byte landed
+// where it belongs; then skipIOV's cuts inside and between buffers.
+func TestVectored(t *testing.T) {
+	const n = maxIOV + 300
+	p := filepath.Join(t.TempDir(), "f")
+	data := make([]byte, 3*n)
+	for i := range data {
+		data[i] = byte(i*7 + i/251)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var bufs [][]byte
+	for i := 0; i < n; i++ {
+		bufs = append(bufs, make([]byte, 3))
+		if i%100 == 0 {
+			bufs = append(bufs, nil)
+		}
+	}
+	var scratch []unix.Iovec
+	if err := vectored(f, unix.SYS_PREADV, &scratch, bufs, 5, "read"); err == nil {
+		t.Fatal("a read past the end of the file succeeded")
+	}
+	if err := vectored(f, unix.SYS_PREADV, &scratch, bufs[:len(bufs)-1], 2, "read"); err != nil {
+		t.Fatal(err)
+	}
+	off := 2
+	for i, b := range bufs[:len(bufs)-1] {
+		if len(b) > 0 && !bytes.Equal(b, data[off:off+len(b)]) {
+			t.Fatalf("buffer %d: %x, want %x", i, b, data[off:off+len(b)])
+		}
+		off += len(b)
+	}
+	for _, b := range bufs {
+		for i := range b {
+			b[i] ^= 0xff
+		}
+	}
+	if err := vectored(f, unix.SYS_PWRITEV, &scratch, bufs, 0, "write"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Join(bufs, nil)
+	if !bytes.Equal(got[:len(want)], want) {
+		t.Fatal("pwritev: the file does not hold the buffers in order")
+	}
+
+	a, b := []byte("abcd"), []byte("ef")
+	iov := func() []unix.Iovec {
+		v := []unix.Iovec{{Base: &a[0]}, {Base: &b[0]}}
+		v[0].SetLen(len(a))
+		v[1].SetLen(len(b))
+		return v
+	}
+	for _, c := range []struct {
+		skip uint64
+		want string
+	}{{0, "abcdef"}, {1, "bcdef"}, {4, "ef"}, {5, "f"}, {6, ""}, {9, ""}} {
+		var s []byte
+		for _, v := range skipIOV(iov(), c.skip) {
+			s = append(s, unsafe.Slice(v.Base, v.Len)...)
+		}
+		if string(s) != c.want {
+			t.Errorf("skipIOV %d: %q, want %q", c.skip, s, c.want)
 		}
 	}
 }

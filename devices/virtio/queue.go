@@ -87,6 +87,8 @@ type Queue struct {
 	// fence is only the target of a read-modify-write whose full ordering
 	// the EVENT_IDX checks need (see full).
 	fence atomic.Uint32
+	// scratch is the chain popNext fills, its slices reused.
+	scratch Chain
 }
 
 // NewQueue checks a driver's queue configuration against the layout rules
@@ -171,6 +173,20 @@ func (q *Queue) Pending() bool {
 // so the caller can return it (Push with 0 bytes) and go on; ErrBroken means
 // the driver ring itself is inconsistent and the queue must not be used.
 func (q *Queue) Pop() (*Chain, error) {
+	return q.pop(&Chain{})
+}
+
+// popNext is Pop into the queue's own chain, whose buffer lists are
+// reused: the chain is valid until the next popNext, for a caller that
+// is done with each chain before it takes the next (drainChains). A
+// 254-buffer chain otherwise grew two fresh lists each time.
+func (q *Queue) popNext() (*Chain, error) {
+	c := &q.scratch
+	c.Readable, c.Writable = c.Readable[:0], c.Writable[:0]
+	return q.pop(c)
+}
+
+func (q *Queue) pop(c *Chain) (*Chain, error) {
 	idx := load16(q.avail, q.availOff+2)
 	if idx == q.lastAvail {
 		return nil, nil
@@ -181,7 +197,7 @@ func (q *Queue) Pop() (*Chain, error) {
 	slot := q.availOff + 4 + 2*int(q.lastAvail%q.size)
 	head := binary.LittleEndian.Uint16(q.avail[slot:])
 	q.lastAvail++
-	c := &Chain{Head: head}
+	c.Head = head
 	if head >= q.size {
 		return c, fmt.Errorf("%w: head %d is outside the %d-entry table", errBadChain, head, q.size)
 	}

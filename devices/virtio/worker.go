@@ -50,11 +50,12 @@ func (w *workers) wait() { w.wg.Wait() }
 // drainChains pops up to a queue's worth of available chains, handing each
 // to handle, which returns the bytes it wrote; a malformed chain is
 // returned with 0 bytes and reported through bad. It reports whether any
-// chain was used.
+// chain was used. handle must not keep the chain or its buffer lists: the
+// next one reuses them (Queue.popNext).
 func drainChains(q *Queue, bad func(error), handle func(*Chain) uint32) (bool, error) {
 	used := false
 	for range q.Size() {
-		c, err := q.Pop()
+		c, err := q.popNext()
 		if errors.Is(err, ErrBroken) {
 			return used, err
 		}
