@@ -331,6 +331,7 @@ func (r *Report) AddTrace(n Namer, vs []VCPUStats, d *TraceDetails) {
 	}
 	for _, v := range vs {
 		r.TraceLost += v.Lost
+		r.TraceReordered += v.Reordered
 	}
 	r.SetSource(SourceTracepoint, "kvm:kvm_entry and kvm:kvm_exit samples of every vCPU thread (perf_event_open)", nil)
 }

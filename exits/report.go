@@ -137,6 +137,12 @@ type Report struct {
 	// TraceLost is the number of tracepoint records the kernel dropped;
 	// when non-zero the tracepoint counts are lower bounds.
 	TraceLost uint64 `json:"tracepoint_lost,omitempty"`
+	// TraceReordered is the number of tracepoint records that reached
+	// the aggregation after a later one of the same thread (a CPU's ring
+	// read after the others had moved on, or a thread that moved between
+	// CPUs whose clocks differ): counted, but not timed, and an exit
+	// among them is not broken down (its key shows as unknown).
+	TraceReordered uint64 `json:"tracepoint_reordered,omitempty"`
 	// KVMStats holds the binary stats, per vCPU, VM and total.
 	KVMStats []StatRow `json:"kvm_stats,omitempty"`
 	// ByPhase splits the tracepoint totals by boot phase.

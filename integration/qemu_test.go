@@ -325,23 +325,47 @@ func compareBPFDetail(t *testing.T, path string) {
 			rows[b.Key] = b.Samples
 			addrs[b.Key] = b.Addresses
 		}
+		// An exit whose records the perf path got out of order (a ring
+		// read late, or a thread that moved between CPUs whose clocks
+		// differ) is counted but not broken down: it moves from its key
+		// to "unknown", at most as many as the report says were
+		// reordered. Otherwise the rows must be equal.
+		perfRows := map[string]uint64{}
+		for _, b := range perf.Breakdown {
+			perfRows[b.Key] = b.Samples
+		}
+		var moved uint64
+		for k, n := range rows {
+			if k != "unknown" && perfRows[k] < n {
+				moved += n - perfRows[k]
+			}
+		}
+		if moved > 0 {
+			t.Logf("%s: %d exits keyed by BPF are unknown to the perf path (%d records reordered)", reason, moved, rep.TraceReordered)
+		}
+		if moved > rep.TraceReordered || perfRows["unknown"] != rows["unknown"]+moved {
+			t.Errorf("%s: %d exits moved to unknown (perf unknown %d, BPF %d), %d records reordered", reason, moved, perfRows["unknown"], rows["unknown"], rep.TraceReordered)
+		}
 		for _, b := range perf.Breakdown {
 			nRows++
-			if rows[b.Key] != b.Samples {
+			if b.Key != "unknown" && b.Samples > rows[b.Key] || b.Samples < rows[b.Key] && moved == 0 {
 				t.Errorf("%s %s: BPF %d, perf %d", reason, b.Key, rows[b.Key], b.Samples)
 			}
 			// The device rows' top addresses (the first 32 distinct
-			// IPAs of a row kept, the rest "other") are the perf path's.
+			// IPAs of a row kept, the rest "other") are the perf path's,
+			// where no exit of the row moved.
 			if len(b.Addresses) > 0 {
 				nAddrRows++
 			}
-			if !slices.Equal(addrs[b.Key], b.Addresses) {
+			if b.Samples == rows[b.Key] && !slices.Equal(addrs[b.Key], b.Addresses) {
 				t.Errorf("%s %s addresses: BPF %v, perf %v", reason, b.Key, addrs[b.Key], b.Addresses)
 			}
 			delete(rows, b.Key)
 		}
 		for k, n := range rows {
-			t.Errorf("%s %s: BPF %d, perf none", reason, k, n)
+			if k == "unknown" || moved == 0 {
+				t.Errorf("%s %s: BPF %d, perf none", reason, k, n)
+			}
 		}
 		if perf.Percentiles == nil || bpf.Percentiles == nil {
 			t.Errorf("%s: percentiles perf %v, BPF %v", reason, perf.Percentiles, bpf.Percentiles)

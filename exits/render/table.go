@@ -78,6 +78,9 @@ func (r table) write(w *errWriter) {
 	if r.TraceLost > 0 {
 		fmt.Fprintf(w, "\nThe kernel dropped %d tracepoint records: tracepoint counts are lower bounds.\n", r.TraceLost)
 	}
+	if r.TraceReordered > 0 {
+		fmt.Fprintf(w, "\n%d tracepoint records arrived out of order: counted, not timed, their exits' keys unknown.\n", r.TraceReordered)
+	}
 	r.writePhases(w)
 	r.writeGuestCode(w)
 	r.writeStats(w)

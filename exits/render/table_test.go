@@ -151,3 +151,24 @@ func TestTableEstimated(t *testing.T) {
 		t.Errorf("trailing blanks:\n%q", out)
 	}
 }
+
+// TestTableReordered: records the aggregation could not order are said
+// under the tables, and nothing is said when there are none.
+func TestTableReordered(t *testing.T) {
+	var buf bytes.Buffer
+	rep := exitstest.Report()
+	if err := render.Table(&buf, rep, render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "out of order") {
+		t.Errorf("a report without reordered records mentions them:\n%s", buf.String())
+	}
+	buf.Reset()
+	rep.TraceReordered = 3
+	if err := render.Table(&buf, rep, render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "3 tracepoint records arrived out of order") {
+		t.Errorf("reordered records not said:\n%s", buf.String())
+	}
+}

@@ -185,6 +185,11 @@ func TestTraceBatchesAndStragglers(t *testing.T) {
 	if v.Reordered != 1 {
 		t.Errorf("reordered %d", v.Reordered)
 	}
+	r := &exits.Report{}
+	r.AddTrace(exits.X86Namer{}, a.Snapshot(), nil)
+	if r.TraceReordered != 1 {
+		t.Errorf("report reordered %d", r.TraceReordered)
+	}
 }
 
 func TestTraceUnmappedAndTotals(t *testing.T) {
