@@ -9,9 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// blkBench is one 1 MiB-style read request as Linux sends it when the
-// buffer's pages are scattered: an indirect table of the 16-byte header,
-// blkSegMax 4 KiB buffers on every other guest page, and the status byte.
+// blkBench is the first request of a 1 MiB O_DIRECT read as Linux sends
+// it when the buffer's pages are scattered (blkSegMax of its 256 pages;
+// the other two follow in a second request): an indirect table of the
+// 16-byte header, blkSegMax 4 KiB buffers on every other guest page, and
+// the status byte.
 type blkBench struct {
 	q    *Queue
 	ram  *fakeRAM
