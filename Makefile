@@ -324,14 +324,16 @@ HALT_POLL_NS ?=
 # PIN_CPU=N: BlkQEMU runs every VMM pinned to CPU N (each boot then has the
 # same thread placement; docs/devices.md).
 PIN_CPU ?=
-BENCH_BASE_ENV := $(if $(BENCH_BASE),MVM_BIN_BASE=/lab/mvm-base )$(if $(HALT_POLL_NS),MVM_BENCH_HALT_POLL_NS=$(HALT_POLL_NS) )$(if $(PIN_CPU),MVM_BENCH_PIN_CPU=$(PIN_CPU) )
+# The benchmarks' knobs, in the lab and natively alike.
+BENCH_KNOB_ENV := $(if $(HALT_POLL_NS),MVM_BENCH_HALT_POLL_NS=$(HALT_POLL_NS) )$(if $(PIN_CPU),MVM_BENCH_PIN_CPU=$(PIN_CPU) )
+BENCH_BASE_ENV := $(if $(BENCH_BASE),MVM_BIN_BASE=/lab/mvm-base )$(BENCH_KNOB_ENV)
 BENCH_BASE_ADD := $(if $(BENCH_BASE),-add $(BENCH_BASE)=/lab/mvm-base)
 bench: $(LAB_BENCH) $(MODULE_FILES) $(BENCH_CPIO) | lab-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./exits/ ./psci/ ./devices/
 ifeq ($(NATIVE),yes)
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench MMIOExit -test.benchtime 3x -test.count 3
 	MVM_GUEST_DIR=$(abspath $(OUT)/guest) $(OUT)/arm64/vmm.test -test.run '^$$' -test.bench VCPUOps -test.benchtime 3000x -test.count 3
-	$(if $(BENCH_BASE),MVM_BIN_BASE=$(abspath $(BENCH_BASE)) )$(if $(HALT_POLL_NS),MVM_BENCH_HALT_POLL_NS=$(HALT_POLL_NS) )$(if $(PIN_CPU),MVM_BENCH_PIN_CPU=$(PIN_CPU) )MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
+	$(if $(BENCH_BASE),MVM_BIN_BASE=$(abspath $(BENCH_BASE)) )$(BENCH_KNOB_ENV)MVM_QEMU=$$(command -v qemu-system-aarch64) MVM_BIN=$(abspath $(OUT)/arm64/mvm) MVM_GUEST_DIR=$(abspath $(OUT)/guest) MVM_LINUX=$(abspath $(CACHE)/vmlinuz) MVM_BUSYBOX=$(abspath $(CACHE)/busybox) \
 	  MVM_MODULES=$(abspath $(CACHE)/modules) MVM_VIRTIOFSD=/usr/libexec/virtiofsd $(OUT)/arm64/integration.test -test.run '^$$' -test.bench '$(value BENCH_RUN)' -test.benchtime $(BENCHTIME) -test.timeout 60m
 else
 	$(GO) run ./lab $(LAB_FLAGS) -kernel $(CACHE)/vmlinuz -busybox $(CACHE)/busybox -timeout 60m \

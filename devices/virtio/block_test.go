@@ -5,7 +5,6 @@ package virtio
 import (
 	"bytes"
 	"encoding/binary"
-	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"unsafe"
 
 	hvirtio "github.com/c35s/hype/virtio"
+	"golang.org/x/sys/unix"
 )
 
 func blkHeader(typ uint32, sector uint64) []byte {
