@@ -44,6 +44,8 @@ type profileJSON struct {
 		Name  string `json:"name"`
 		Delta uint64 `json:"delta"`
 	} `json:"kvm_stats"`
+	// Lost is the tracepoint records the kernel dropped.
+	Lost uint64 `json:"tracepoint_lost"`
 }
 
 func readProfile(t *testing.T, path string) profileJSON {
@@ -133,7 +135,7 @@ func TestProfileSourcesAgree(t *testing.T) {
 			t.Errorf("vCPU %d: tracepoint HVC64 %d != hvc_exit_stat %d", v, th, hvc)
 		}
 		if ta != all {
-			t.Errorf("vCPU %d: tracepoint exits %d != stats exits %d", v, ta, all)
+			t.Errorf("vCPU %d: tracepoint exits %d != stats exits %d (records lost %d, exits on no vCPU %d)", v, ta, all, p.Lost, p.sum("tracepoint", "-1"))
 		}
 		if ta == 0 {
 			t.Errorf("vCPU %d: no exits at all", v)
