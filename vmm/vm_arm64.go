@@ -491,6 +491,7 @@ func (m *VM) Run(ctx context.Context) (Result, error) {
 	if err := dropText(text); err != nil {
 		m.log.Debug("executable pages stay mapped", "err", err)
 	}
+	defer keepPoller()()
 	for {
 		ev := m.boot(ctx)
 		res.Exit, res.Err = ev.kind, ev.err
