@@ -1,7 +1,7 @@
-# bringup-trace.sh: run BenchmarkBringUp (8 vCPUs, Go's one-boot round and
-# one more: two boots per side, with MVM_BIN_BASE three sides) inside the
-# instruction-time lab with the scheduler's wakeup and switch tracepoints
-# KVM's userspace exits and its HVC64 exits on, and leave the trace in $LAB_OUT for
+# bringup-trace.sh: run BenchmarkBringUp (8 vCPUs, -benchtime 1x: one boot
+# per side, with MVM_BIN_BASE three sides) inside the instruction-time lab
+# with the scheduler's wakeup and switch tracepoints, KVM's userspace exits
+# and its HVC64 exits on, and leave the trace in $LAB_OUT for
 # lab/bringupthreads.py, which counts what mvm's own threads other than the
 # vCPUs (the Go runtime's) ran during each boot's secondary bring-up
 # (docs/boot-phases.md, "One wake-up fewer"):
