@@ -610,8 +610,9 @@ func (r *run) checkTrace(rep *exits.Report) {
 	}
 	what := "perf rings"
 	if r.bpf != nil {
-		threads, entries, err := r.bpf.Seen()
-		what = fmt.Sprintf("the BPF programs saw %d threads of process %d and %d entries", threads, r.proc.PID, entries)
+		seen, err := r.bpf.Seen()
+		what = fmt.Sprintf("the BPF programs saw %d threads of process %d and %d entries; exits pending %d, in open rows %d, dropped %d",
+			seen.Threads, r.proc.PID, seen.Entries, seen.Pending, seen.Open, seen.Drops)
 		if err != nil {
 			what += fmt.Sprintf(" (%v)", err)
 		}

@@ -333,13 +333,32 @@ func (r *reading) threadStats() []exits.ThreadStats {
 	return out
 }
 
-// Seen counts the threads the programs keep a state for and their
-// kvm_entry events: what they saw of the process, for a diagnosis when
-// they counted nothing.
-func (c *Counter) Seen() (threads int, entries uint64, err error) {
-	err = c.eachState(func(_ uint32, st threadState) {
-		threads++
-		entries += st.Entries
+// SeenCounts is what the programs saw of the process, from their thread states,
+// for a diagnosis when they counted nothing: which of the two programs ran
+// (kvm_entry counts Entries; kvm_exit leaves an exit pending, which the
+// next kvm_entry accounts into the thread's open row or the row map).
+type SeenCounts struct {
+	Threads int
+	// Entries is the kvm_entry events; Pending the threads with an exit
+	// not yet accounted; Open the exits in the threads' open rows (not
+	// yet flushed to the row map); Drops the exits lost to a full row
+	// map.
+	Entries, Pending, Open, Drops uint64
+}
+
+// Seen reads the thread states (see SeenCounts).
+func (c *Counter) Seen() (SeenCounts, error) {
+	var s SeenCounts
+	err := c.eachState(func(_ uint32, st threadState) {
+		s.Threads++
+		s.Entries += st.Entries
+		s.Drops += st.Drops
+		if st.Exit != 0 {
+			s.Pending++
+		}
+		if st.OPhase != 0 {
+			s.Open += st.ORow.Count
+		}
 	})
-	return threads, entries, err
+	return s, err
 }
