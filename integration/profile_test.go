@@ -25,7 +25,8 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// profileJSON is the part of mvm's profile report the tests read.
+// profileJSON is the part of mvm's profile report the tests read, from
+// mvm run --profile and from mvm profile on another VMM alike.
 type profileJSON struct {
 	Sources []struct {
 		Name   string `json:"name"`

@@ -40,15 +40,6 @@ func qemuArgs(t *testing.T, vcpus int, extra ...string) []string {
 	return append(qemuBase(t, vcpus, "256", testInitrd(t), qemuConsoleCmdline), extra...)
 }
 
-// qemuProfile is the part of mvm profile's JSON the QEMU tests read: the
-// same as mvm run's.
-type qemuProfile = profileJSON
-
-func readQEMUProfile(t *testing.T, path string) qemuProfile {
-	t.Helper()
-	return readJSON[qemuProfile](t, path)
-}
-
 // TestQEMUProfileCommand profiles a whole QEMU boot of Linux on 2 vCPUs
 // with mvm profile -- COMMAND: QEMU's exit status comes back, the table
 // has arm64 reasons, and per vCPU the kvm_exit tracepoint counts of WFx,
@@ -65,7 +56,7 @@ func TestQEMUProfileCommand(t *testing.T) {
 	if !strings.Contains(r.stdout, "mvm-guest: poweroff") {
 		t.Errorf("the guest did not finish its boot under QEMU:\n%s", r.stdout)
 	}
-	p := readQEMUProfile(t, out)
+	p := readProfile(t, out)
 	for _, src := range []string{"kvm_stats", "tracepoint"} {
 		if ok, why := p.used(src); !ok {
 			t.Fatalf("source %s not used: %s", src, why)
@@ -221,7 +212,7 @@ func TestQEMUProfileAttach(t *testing.T) {
 		!strings.Contains(r.stderr, "profiled with kvm_stats") {
 		t.Errorf("without CAP_PERFMON, stderr should name CAP_PERFMON and what still works:\n%s", r.stderr)
 	}
-	if p := readQEMUProfile(t, out); func() bool { ok, _ := p.used("kvm_stats"); return !ok }() {
+	if p := readProfile(t, out); func() bool { ok, _ := p.used("kvm_stats"); return !ok }() {
 		t.Errorf("without CAP_PERFMON, kvm_stats unused: %+v", p.Sources)
 	}
 
@@ -230,7 +221,7 @@ func TestQEMUProfileAttach(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("as root: status %d, stderr %q", r.code, r.stderr)
 	}
-	p := readQEMUProfile(t, out)
+	p := readProfile(t, out)
 	for _, src := range []string{"kvm_stats", "tracepoint"} {
 		if ok, why := p.used(src); !ok {
 			t.Errorf("source %s not used: %s", src, why)
